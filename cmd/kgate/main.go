@@ -1,0 +1,110 @@
+// Command kgate runs the Kafka protocol gateway: flags and config, logger, Redis store, gateway, until
+// SIGINT/SIGTERM. It holds no logic of its own.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kgate/kgate/configs"
+	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/redisstore"
+)
+
+func main() {
+	cfg, err := configs.Load(os.Args[1:], os.Environ())
+	if errors.Is(err, configs.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kgate:", err)
+		os.Exit(2)
+	}
+	log := newLogger(cfg.Log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error().Err(err).Msg("kgate stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
+	store, err := redisstore.Open(ctx, redisstore.Options{
+		Addrs: cfg.Redis.Addrs, Cluster: cfg.Redis.Cluster, Username: cfg.Redis.Username,
+		Password: cfg.Redis.Password, DB: cfg.Redis.DB, Namespace: cfg.Redis.Namespace,
+		DialTimeout: cfg.Redis.DialTimeout, CommandTimeout: cfg.Redis.CommandTimeout,
+		PoolSize: cfg.Redis.PoolSize, WaitReplicas: cfg.Redis.WaitReplicas, WaitAOF: cfg.Redis.WaitAOF,
+		WaitTimeout: cfg.Redis.WaitTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if store.Embedded() {
+		log.Warn().Msg("NO REDIS CONFIGURED: using the embedded in-process store; every record is lost when kgate stops (set redis.addrs / KGATE_REDIS_ADDRS)")
+	}
+	peers, err := cfg.Cluster.ParsePeers()
+	if err != nil {
+		return err
+	}
+	gpeers := make([]gateway.Peer, len(peers))
+	for i, p := range peers {
+		gpeers[i] = gateway.Peer{ID: p.ID, Addr: p.Addr}
+	}
+	g := gateway.New(gateway.Config{
+		NodeID:                cfg.Node.ID,
+		Listen:                cfg.Kafka.Listen,
+		Advertised:            cfg.Kafka.Advertised,
+		AdminListen:           cfg.Admin.Listen,
+		MaxFrameBytes:         cfg.Kafka.MaxFrameBytes,
+		MaxConnections:        cfg.Kafka.MaxConnections,
+		AutoCreateTopics:      cfg.Topics.AutoCreate,
+		DefaultPartitions:     cfg.Topics.Partitions,
+		DefaultRetentionMs:    cfg.Topics.RetentionMs,
+		DefaultRetentionBytes: cfg.Topics.RetentionBytes,
+		MaxMessageBytes:       cfg.Topics.MaxMessageBytes,
+		SlowRequest:           cfg.Log.SlowRequest,
+		HeartbeatInterval:     cfg.Cluster.HeartbeatInterval,
+		NodeTimeout:           cfg.Cluster.NodeTimeout,
+		Peers:                 gpeers,
+		LagMetrics:            cfg.Metrics.LagEnabled,
+		LagMaxSeries:          cfg.Metrics.LagMaxSeries,
+		Groups: coordinator.Config{
+			InitialRebalanceDelay: cfg.Groups.InitialRebalanceDelay,
+			MinSessionTimeout:     cfg.Groups.MinSessionTimeout,
+			MaxSessionTimeout:     cfg.Groups.MaxSessionTimeout,
+		},
+	}, store, log)
+	if err := g.Listen(); err != nil {
+		return err
+	}
+	ev := log.Info().Str("kafka", g.Addr().String()).Str("advertised", g.AdvertisedAddr()).Int32("node_id", cfg.Node.ID)
+	if a := g.AdminAddr(); a != nil {
+		ev = ev.Str("admin", a.String())
+	}
+	ev.Msg("kgate serving")
+	return g.Serve(ctx)
+}
+
+func newLogger(c configs.Log) zerolog.Logger {
+	level, err := zerolog.ParseLevel(c.Level)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	var log zerolog.Logger
+	if c.Format == "console" {
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
+	} else {
+		log = zerolog.New(os.Stderr)
+	}
+	return log.Level(level).With().Timestamp().Logger()
+}

@@ -1,0 +1,390 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole kgate configuration. Each field's koanf tag is its key
+// (kafka.listen); its help tag is the one-line meaning shown by --help. The
+// flags, the KGATE_* variables and the README key table all derive from these
+// tags, so a new key is added here and in Default, nowhere else.
+type Config struct {
+	Node    Node    `koanf:"node"`
+	Kafka   Kafka   `koanf:"kafka"`
+	Redis   Redis   `koanf:"redis"`
+	Admin   Admin   `koanf:"admin"`
+	Log     Log     `koanf:"log"`
+	Topics  Topics  `koanf:"topics"`
+	Groups  Groups  `koanf:"groups"`
+	Cluster Cluster `koanf:"cluster"`
+	Metrics Metrics `koanf:"metrics"`
+}
+
+// Node identifies this gateway among the gateways sharing one Redis namespace.
+type Node struct {
+	ID int32 `koanf:"id" help:"broker id told to clients; unique per gateway sharing a namespace"`
+}
+
+// Kafka is the client-facing Kafka listener.
+type Kafka struct {
+	Listen         string `koanf:"listen" help:"host:port of the Kafka listener"`
+	Advertised     string `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
+	MaxFrameBytes  int32  `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
+	MaxConnections int    `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
+}
+
+// Redis is the backing store. No addresses means the embedded in-process
+// store, which keeps nothing across restarts.
+type Redis struct {
+	Addrs          []string      `koanf:"addrs" help:"Redis host:port list (comma-separated in env and flags); empty = embedded in-process store"`
+	Cluster        bool          `koanf:"cluster" help:"addrs are Redis Cluster seed nodes"`
+	Namespace      string        `koanf:"namespace" help:"prefix of every Redis key kgate writes"`
+	Username       string        `koanf:"username" help:"Redis ACL user name"`
+	Password       string        `koanf:"password" help:"Redis password"`
+	DB             int           `koanf:"db" help:"Redis database number (standalone only)"`
+	DialTimeout    time.Duration `koanf:"dial_timeout" help:"timeout for opening a Redis connection"`
+	CommandTimeout time.Duration `koanf:"command_timeout" help:"timeout for one Redis command or script"`
+	PoolSize       int           `koanf:"pool_size" help:"Redis connections per node; 0 = go-redis default"`
+	WaitReplicas   int           `koanf:"wait_replicas" help:"replicas that must acknowledge a write before acks=all succeeds (Redis WAIT); 0 = none"`
+	WaitTimeout    time.Duration `koanf:"wait_timeout" help:"how long WAIT/WAITAOF may block"`
+	WaitAOF        bool          `koanf:"wait_aof" help:"acks=all also waits for the local AOF fsync (Redis WAITAOF)"`
+}
+
+// Admin is the HTTP admin API (health, metrics).
+type Admin struct {
+	Listen string `koanf:"listen" help:"host:port of the admin HTTP API; empty = disabled"`
+}
+
+// Log configures the logger built by cmd/kgate.
+type Log struct {
+	Level       string        `koanf:"level" help:"debug, info, warn or error"`
+	Format      string        `koanf:"format" help:"json or console"`
+	SlowRequest time.Duration `koanf:"slow_request" help:"log requests slower than this; 0 = never"`
+}
+
+// Topics holds the defaults for topics, including auto-created ones.
+type Topics struct {
+	AutoCreate      bool  `koanf:"autocreate" help:"create unknown topics on Metadata and Produce"`
+	Partitions      int32 `koanf:"partitions" help:"partition count of auto-created topics and CreateTopics with -1"`
+	RetentionMs     int64 `koanf:"retention_ms" help:"default retention.ms; -1 = infinite"`
+	RetentionBytes  int64 `koanf:"retention_bytes" help:"default retention.bytes per partition; -1 = infinite"`
+	MaxMessageBytes int32 `koanf:"max_message_bytes" help:"default max.message.bytes: the largest record batch accepted"`
+}
+
+// Groups holds the consumer-group coordinator settings.
+type Groups struct {
+	InitialRebalanceDelay time.Duration `koanf:"initial_rebalance_delay" help:"wait for more members before the first rebalance of an empty group"`
+	MinSessionTimeout     time.Duration `koanf:"min_session_timeout" help:"smallest session timeout a member may ask for"`
+	MaxSessionTimeout     time.Duration `koanf:"max_session_timeout" help:"largest session timeout a member may ask for"`
+}
+
+// Cluster configures how gateways sharing a namespace find each other.
+type Cluster struct {
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" help:"how often this gateway refreshes its registration in Redis"`
+	NodeTimeout       time.Duration `koanf:"node_timeout" help:"a gateway silent this long is dropped from Metadata"`
+	Peers             []string      `koanf:"peers" help:"static id@host:port gateway list (comma-separated in env and flags); empty = discover through Redis"`
+}
+
+// Metrics configures the Prometheus metrics served on the admin listener.
+type Metrics struct {
+	LagEnabled   bool `koanf:"lag_enabled" help:"export consumer-group lag per partition"`
+	LagMaxSeries int  `koanf:"lag_max_series" help:"most group/topic/partition lag series exported"`
+}
+
+// Default returns the configuration used for every key nobody sets.
+func Default() Config {
+	return Config{
+		Kafka: Kafka{
+			Listen:        "0.0.0.0:9092",
+			MaxFrameBytes: 100 << 20,
+		},
+		Redis: Redis{
+			Namespace:      "kgate",
+			DialTimeout:    2 * time.Second,
+			CommandTimeout: 5 * time.Second,
+			WaitTimeout:    time.Second,
+		},
+		Admin: Admin{Listen: "0.0.0.0:8080"},
+		Log: Log{
+			Level:       "info",
+			Format:      "json",
+			SlowRequest: time.Second,
+		},
+		Topics: Topics{
+			AutoCreate:      true,
+			Partitions:      1,
+			RetentionMs:     7 * 24 * 60 * 60 * 1000,
+			RetentionBytes:  -1,
+			MaxMessageBytes: 1048588, // Kafka's message.max.bytes default
+		},
+		Groups: Groups{
+			InitialRebalanceDelay: 3 * time.Second,
+			MinSessionTimeout:     6 * time.Second,
+			MaxSessionTimeout:     30 * time.Minute,
+		},
+		Cluster: Cluster{
+			HeartbeatInterval: time.Second,
+			NodeTimeout:       5 * time.Second,
+		},
+		Metrics: Metrics{
+			LagEnabled:   true,
+			LagMaxSeries: 1000,
+		},
+	}
+}
+
+// KeyError is a problem with the value of one key. Load and Validate return
+// KeyErrors (joined with errors.Join when there are several).
+type KeyError struct {
+	Key string // dotted key, e.g. "kafka.listen"
+	Err error
+}
+
+func (e *KeyError) Error() string { return "configs: " + e.Key + ": " + e.Err.Error() }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+func keyErr(key, format string, args ...any) error {
+	return &KeyError{Key: key, Err: fmt.Errorf(format, args...)}
+}
+
+// Validate checks every key and returns all problems found, each a *KeyError
+// naming its key. Load calls it; tests that build a Config literal may too.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			add(keyErr(key, "must be > 0, got %v", d))
+		}
+	}
+
+	if c.Node.ID < 0 {
+		add(keyErr("node.id", "must be >= 0, got %d", c.Node.ID))
+	}
+
+	add(checkListen("kafka.listen", c.Kafka.Listen))
+	if c.Kafka.Advertised != "" {
+		add(checkAdvertised("kafka.advertised", c.Kafka.Advertised))
+	}
+	if c.Kafka.MaxFrameBytes <= 0 {
+		add(keyErr("kafka.max_frame_bytes", "must be > 0, got %d", c.Kafka.MaxFrameBytes))
+	} else if c.Kafka.MaxFrameBytes < c.Topics.MaxMessageBytes {
+		// A produce request carrying one maximal batch must still fit in a frame.
+		add(keyErr("kafka.max_frame_bytes", "%d is smaller than topics.max_message_bytes (%d)",
+			c.Kafka.MaxFrameBytes, c.Topics.MaxMessageBytes))
+	}
+	if c.Kafka.MaxConnections < 0 {
+		add(keyErr("kafka.max_connections", "must be >= 0 (0 = unlimited), got %d", c.Kafka.MaxConnections))
+	}
+
+	for _, a := range c.Redis.Addrs {
+		add(checkDialAddr("redis.addrs", a))
+	}
+	switch {
+	case c.Redis.Cluster && len(c.Redis.Addrs) == 0:
+		add(keyErr("redis.cluster", "requires redis.addrs (the embedded store is not a cluster)"))
+	case !c.Redis.Cluster && len(c.Redis.Addrs) > 1:
+		add(keyErr("redis.addrs", "%d addresses without redis.cluster; give one address or set redis.cluster", len(c.Redis.Addrs)))
+	}
+	add(checkNamespace("redis.namespace", c.Redis.Namespace))
+	if c.Redis.DB < 0 {
+		add(keyErr("redis.db", "must be >= 0, got %d", c.Redis.DB))
+	} else if c.Redis.DB != 0 && c.Redis.Cluster {
+		add(keyErr("redis.db", "must be 0 with redis.cluster (Redis Cluster has only database 0), got %d", c.Redis.DB))
+	}
+	positive("redis.dial_timeout", c.Redis.DialTimeout)
+	positive("redis.command_timeout", c.Redis.CommandTimeout)
+	if c.Redis.PoolSize < 0 {
+		add(keyErr("redis.pool_size", "must be >= 0 (0 = go-redis default), got %d", c.Redis.PoolSize))
+	}
+	if c.Redis.WaitReplicas < 0 {
+		add(keyErr("redis.wait_replicas", "must be >= 0, got %d", c.Redis.WaitReplicas))
+	} else if c.Redis.WaitReplicas > 0 && len(c.Redis.Addrs) == 0 {
+		add(keyErr("redis.wait_replicas", "requires redis.addrs (the embedded store has no replicas)"))
+	}
+	if c.Redis.WaitAOF && len(c.Redis.Addrs) == 0 {
+		add(keyErr("redis.wait_aof", "requires redis.addrs (the embedded store has no AOF)"))
+	}
+	positive("redis.wait_timeout", c.Redis.WaitTimeout)
+
+	if c.Admin.Listen != "" {
+		add(checkListen("admin.listen", c.Admin.Listen))
+	}
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add(keyErr("log.level", "must be debug, info, warn or error, got %q", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "json", "console":
+	default:
+		add(keyErr("log.format", "must be json or console, got %q", c.Log.Format))
+	}
+	if c.Log.SlowRequest < 0 {
+		add(keyErr("log.slow_request", "must be >= 0 (0 = never), got %v", c.Log.SlowRequest))
+	}
+
+	if c.Topics.Partitions < 1 {
+		add(keyErr("topics.partitions", "must be >= 1, got %d", c.Topics.Partitions))
+	}
+	if c.Topics.RetentionMs < -1 || c.Topics.RetentionMs == 0 {
+		add(keyErr("topics.retention_ms", "must be > 0 or -1 (infinite), got %d", c.Topics.RetentionMs))
+	}
+	if c.Topics.RetentionBytes < -1 || c.Topics.RetentionBytes == 0 {
+		add(keyErr("topics.retention_bytes", "must be > 0 or -1 (infinite), got %d", c.Topics.RetentionBytes))
+	}
+	if c.Topics.MaxMessageBytes <= 0 {
+		add(keyErr("topics.max_message_bytes", "must be > 0, got %d", c.Topics.MaxMessageBytes))
+	}
+
+	if c.Groups.InitialRebalanceDelay < 0 {
+		add(keyErr("groups.initial_rebalance_delay", "must be >= 0, got %v", c.Groups.InitialRebalanceDelay))
+	}
+	positive("groups.min_session_timeout", c.Groups.MinSessionTimeout)
+	if c.Groups.MaxSessionTimeout < c.Groups.MinSessionTimeout {
+		add(keyErr("groups.max_session_timeout", "%v is below groups.min_session_timeout (%v)",
+			c.Groups.MaxSessionTimeout, c.Groups.MinSessionTimeout))
+	}
+
+	positive("cluster.heartbeat_interval", c.Cluster.HeartbeatInterval)
+	if c.Cluster.NodeTimeout <= c.Cluster.HeartbeatInterval {
+		add(keyErr("cluster.node_timeout", "%v must exceed cluster.heartbeat_interval (%v)",
+			c.Cluster.NodeTimeout, c.Cluster.HeartbeatInterval))
+	}
+	if _, err := c.Cluster.ParsePeers(); err != nil {
+		add(err)
+	}
+
+	if c.Metrics.LagEnabled && c.Metrics.LagMaxSeries < 1 {
+		add(keyErr("metrics.lag_max_series", "must be >= 1 with metrics.lag_enabled, got %d", c.Metrics.LagMaxSeries))
+	}
+
+	return errors.Join(errs...)
+}
+
+// AdvertisedAddr returns the host:port told to clients. A set kafka.advertised
+// wins. Otherwise it is bound, the listener's actual address (so a ":0" listen
+// reports its real port; pass k.Listen before binding), with an unspecified
+// host ("", 0.0.0.0, ::) replaced by 127.0.0.1. That default only suits
+// clients on the same host: set kafka.advertised for anything else.
+func (k Kafka) AdvertisedAddr(bound string) string {
+	if k.Advertised != "" {
+		return k.Advertised
+	}
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Peer is one entry of cluster.peers.
+type Peer struct {
+	ID   int32
+	Addr string // host:port of the peer's Kafka listener as told to clients
+}
+
+// ParsePeers parses cluster.peers ("id@host:port" each). Ids must be unique.
+func (c Cluster) ParsePeers() ([]Peer, error) {
+	peers := make([]Peer, 0, len(c.Peers))
+	seen := make(map[int32]bool, len(c.Peers))
+	for _, s := range c.Peers {
+		idStr, addr, ok := strings.Cut(s, "@")
+		if !ok {
+			return nil, keyErr("cluster.peers", "%q is not id@host:port", s)
+		}
+		id, err := strconv.ParseInt(idStr, 10, 32)
+		if err != nil || id < 0 {
+			return nil, keyErr("cluster.peers", "%q: id must be an integer >= 0", s)
+		}
+		if err := checkDialAddr("cluster.peers", addr); err != nil {
+			return nil, err
+		}
+		if seen[int32(id)] {
+			return nil, keyErr("cluster.peers", "id %d listed twice", id)
+		}
+		seen[int32(id)] = true
+		peers = append(peers, Peer{ID: int32(id), Addr: addr})
+	}
+	return peers, nil
+}
+
+// checkListen accepts a bindable host:port: the host may be empty or
+// unspecified and the port may be 0 (any free port, for tests).
+func checkListen(key, addr string) error {
+	_, _, err := splitHostPort(key, addr, 0)
+	return err
+}
+
+// checkDialAddr accepts an address others connect to: a non-empty host and a
+// port from 1.
+func checkDialAddr(key, addr string) error {
+	host, _, err := splitHostPort(key, addr, 1)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return keyErr(key, "missing host in address %q", addr)
+	}
+	return nil
+}
+
+// checkAdvertised is checkDialAddr that also refuses 0.0.0.0 and ::, which
+// a client cannot connect to.
+func checkAdvertised(key, addr string) error {
+	if err := checkDialAddr(key, addr); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return keyErr(key, "unspecified host in %q cannot be dialled by clients", addr)
+	}
+	return nil
+}
+
+func splitHostPort(key, addr string, minPort int) (host string, port int, err error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return "", 0, keyErr(key, "%s %q", ae.Err, addr)
+		}
+		return "", 0, keyErr(key, "%v", err)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < minPort || port > math.MaxUint16 {
+		return "", 0, keyErr(key, "port in %q must be a number from %d to 65535", addr, minPort)
+	}
+	return host, port, nil
+}
+
+// checkNamespace keeps the namespace to characters that cannot clash with the
+// key schema: ':' separates parts and '{' '}' are Redis Cluster hash tags.
+func checkNamespace(key, ns string) error {
+	if ns == "" {
+		return keyErr(key, "must not be empty")
+	}
+	for _, r := range ns {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return keyErr(key, "%q: only letters, digits, '-', '_' and '.' are allowed", ns)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+// Package configs loads and validates kgate's configuration. It is the only
+// kgate package that knows koanf; everything else receives a plain Config.
+//
+// # Layers
+//
+// Load merges, later wins:
+//
+//  1. Default().
+//  2. The YAML file named by --config, or by KGATE_CONFIG when the flag is
+//     absent; no file if both are empty. Unknown keys are errors.
+//  3. KGATE_* environment variables. The key's dots and underscores both
+//     become '_' and the name is upper-cased: kafka.max_frame_bytes is
+//     KGATE_KAFKA_MAX_FRAME_BYTES. Reading back, only the first '_' after
+//     the prefix is a '.', since section names hold none. A variable under a
+//     known section (KGATE_KAFKA_*) must name a known key; others, such as
+//     KGATE_TEST_*, are ignored. An empty value is a value: KGATE_ADMIN_LISTEN=
+//     disables the admin API.
+//  4. Flags, spelled as the keys: --kafka.listen 127.0.0.1:9092. Only flags
+//     actually given override; their defaults, shown by --help, come from
+//     Default(). -h/--help prints usage and makes Load return ErrHelp.
+//
+// Lists (redis.addrs, cluster.peers) are YAML lists or comma-separated
+// strings; items are trimmed and empty items dropped. Durations take units
+// ("3s", "500ms"); a bare number other than 0 is refused rather than read as
+// nanoseconds. Integers that do not fit their field are refused.
+//
+// # Validation
+//
+// Validate checks the whole Config once and reports every problem as a
+// *KeyError naming the dotted key, e.g.
+//
+//	configs: kafka.listen: missing port in address "x"
+//
+// Tests may build Config literals (start from Default()) and call Validate.
+//
+// # Advertised address
+//
+// kafka.advertised is the host:port clients are told to dial. When empty,
+// Kafka.AdvertisedAddr derives it from the bound listener address with an
+// unspecified host (0.0.0.0, ::, "") replaced by 127.0.0.1, which only suits
+// clients on the same host; set it explicitly for anything else, and per
+// gateway when several share a namespace.
+package configs

@@ -1,0 +1,431 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+const (
+	envPrefix = "KGATE_"
+	// envConfig names the YAML file when --config is not given.
+	envConfig = "KGATE_CONFIG"
+)
+
+// ErrHelp is returned by Load after -h or --help printed the usage; the
+// caller should exit 0.
+var ErrHelp = errors.New("configs: help requested")
+
+// helpOutput receives the usage printed by -h/--help; tests replace it.
+var helpOutput io.Writer = os.Stdout
+
+// field is one leaf key of Config, found by reflection over the koanf tags.
+type field struct {
+	key   string // "kafka.max_frame_bytes"
+	env   string // "KGATE_KAFKA_MAX_FRAME_BYTES"
+	help  string
+	index []int // reflect field path from Config
+	typ   reflect.Type
+}
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	fields       = schema()
+	fieldByKey   = make(map[string]field, len(fields))
+	sections     = make(map[string]bool)
+)
+
+func init() {
+	for _, f := range fields {
+		fieldByKey[f.key] = f
+		sections[strings.SplitN(f.key, ".", 2)[0]] = true
+	}
+}
+
+// schema lists every leaf key of Config in declaration order.
+func schema() []field {
+	var out []field
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		sec := ct.Field(i)
+		secKey := sec.Tag.Get("koanf")
+		if secKey == "" || strings.Contains(secKey, "_") || sec.Type.Kind() != reflect.Struct {
+			panic("configs: section " + sec.Name + " needs a koanf tag without '_'")
+		}
+		for j := range sec.Type.NumField() {
+			f := sec.Type.Field(j)
+			name, help := f.Tag.Get("koanf"), f.Tag.Get("help")
+			if name == "" || help == "" {
+				panic("configs: field " + sec.Name + "." + f.Name + " needs koanf and help tags")
+			}
+			key := secKey + "." + name
+			out = append(out, field{
+				key:   key,
+				env:   envName(key),
+				help:  help,
+				index: []int{i, j},
+				typ:   f.Type,
+			})
+		}
+	}
+	return out
+}
+
+// envName maps kafka.max_frame_bytes to KGATE_KAFKA_MAX_FRAME_BYTES.
+func envName(key string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// envKey maps KGATE_KAFKA_MAX_FRAME_BYTES to kafka.max_frame_bytes: section
+// names hold no '_', so only the first '_' after the prefix is a '.'. ok is
+// false for a name outside every section (KGATE_TEST_*, KGATE_CONFIG), which
+// Load leaves alone for tools and test harnesses.
+func envKey(name string) (key string, ok bool) {
+	rest, ok := strings.CutPrefix(name, envPrefix)
+	if !ok {
+		return "", false
+	}
+	sec, leaf, ok := strings.Cut(strings.ToLower(rest), "_")
+	if !ok || !sections[sec] {
+		return "", false
+	}
+	return sec + "." + leaf, true
+}
+
+// Load builds the configuration from, lowest precedence first: Default(),
+// the YAML file named by --config (or KGATE_CONFIG; none if both are
+// empty), KGATE_* variables in environ, and the flags in args (the
+// command line without the program name). It returns the validated Config,
+// ErrHelp after printing usage for -h/--help, or errors naming the bad key.
+//
+// A variable under a known section must name a known key, so a typo like
+// KGATE_KAFKA_LISTN fails instead of being ignored; likewise unknown keys in
+// the YAML file.
+func Load(args []string, environ []string) (Config, error) {
+	fs := newFlagSet()
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("configs: %w", err)
+	}
+	if help, _ := fs.GetBool("help"); help {
+		writeUsage(helpOutput, fs)
+		return Config{}, ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("configs: unexpected argument %q", fs.Arg(0))
+	}
+
+	ko := koanf.New(".")
+	if err := ko.Load(confmap.Provider(defaultsFlat(), "."), nil); err != nil {
+		return Config{}, fmt.Errorf("configs: defaults: %w", err)
+	}
+
+	path, _ := fs.GetString("config")
+	if !fs.Changed("config") {
+		path = lookupEnv(environ, envConfig)
+	}
+	if path != "" {
+		layer, err := readFile(path)
+		if err != nil {
+			return Config{}, err
+		}
+		if err := ko.Load(confmap.Provider(layer, "."), nil); err != nil {
+			return Config{}, fmt.Errorf("configs: %s: %w", path, err)
+		}
+	}
+
+	var envErrs []error
+	envProvider := env.Provider(".", env.Opt{
+		Prefix:      envPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, val string) (string, any) {
+			key, ok := envKey(name)
+			if !ok {
+				return "", nil
+			}
+			if _, known := fieldByKey[key]; !known {
+				envErrs = append(envErrs, fmt.Errorf("configs: %s: unknown key %q", name, key))
+				return "", nil
+			}
+			return key, val
+		},
+	})
+	if err := ko.Load(envProvider, nil); err != nil {
+		return Config{}, fmt.Errorf("configs: environment: %w", err)
+	}
+	if len(envErrs) > 0 {
+		return Config{}, errors.Join(envErrs...)
+	}
+
+	// Without a koanf instance posflag merges only the flags actually set,
+	// so a flag's default never hides the file or the environment.
+	flagProvider := posflag.ProviderWithFlag(fs, ".", nil, func(f *pflag.Flag) (string, any) {
+		if _, ok := fieldByKey[f.Name]; !ok { // --config, --help
+			return "", nil
+		}
+		return f.Name, posflag.FlagVal(fs, f)
+	})
+	if err := ko.Load(flagProvider, nil); err != nil {
+		return Config{}, fmt.Errorf("configs: flags: %w", err)
+	}
+
+	var c Config
+	if err := decode(ko, &c); err != nil {
+		return Config{}, err
+	}
+	normalizeLists(&c)
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func newFlagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("kgate", pflag.ContinueOnError)
+	// Load reports parse errors itself and prints usage only for --help.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = false
+
+	fs.String("config", "", "YAML config file (default $"+envConfig+")")
+	def := reflect.ValueOf(Default())
+	for _, f := range fields {
+		v := def.FieldByIndex(f.index)
+		switch {
+		case f.typ == durationType:
+			fs.Duration(f.key, time.Duration(v.Int()), f.help)
+		case f.typ.Kind() == reflect.String:
+			fs.String(f.key, v.String(), f.help)
+		case f.typ.Kind() == reflect.Bool:
+			fs.Bool(f.key, v.Bool(), f.help)
+		case f.typ.Kind() == reflect.Int:
+			fs.Int(f.key, int(v.Int()), f.help)
+		case f.typ.Kind() == reflect.Int32:
+			fs.Int32(f.key, int32(v.Int()), f.help)
+		case f.typ.Kind() == reflect.Int64:
+			fs.Int64(f.key, v.Int(), f.help)
+		case f.typ == reflect.TypeFor[[]string]():
+			fs.StringSlice(f.key, v.Interface().([]string), f.help)
+		default:
+			panic("configs: no flag type for " + f.key + " of type " + f.typ.String())
+		}
+	}
+	fs.BoolP("help", "h", false, "print this help and exit")
+	return fs
+}
+
+func writeUsage(w io.Writer, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, `Usage: kgate [flags]
+
+Settings are layered, later wins: defaults, the YAML file (--config or
+$%s), %s* environment variables, flags. Every flag is also a
+YAML key (kafka.listen) and a variable (%s).
+Lists are comma-separated: --redis.addrs a:6379,b:6379.
+Durations take units: 500ms, 3s, 30m.
+
+Flags:
+%s`, envConfig, envPrefix, envName("kafka.listen"), fs.FlagUsages())
+}
+
+func defaultsFlat() map[string]any {
+	def := reflect.ValueOf(Default())
+	m := make(map[string]any, len(fields))
+	for _, f := range fields {
+		m[f.key] = def.FieldByIndex(f.index).Interface()
+	}
+	return m
+}
+
+func lookupEnv(environ []string, name string) string {
+	val := ""
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			val = v // the last one wins, as with a shell's environment
+		}
+	}
+	return val
+}
+
+// readFile parses the YAML file at path and returns its known keys as a flat
+// map; an unknown key is an error naming it. A section left empty (every key
+// commented out) is allowed and sets nothing.
+func readFile(path string) (map[string]any, error) {
+	fk := koanf.New(".")
+	if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("configs: read %s: %w", path, err)
+	}
+	layer := make(map[string]any)
+	var errs []error
+	for key, val := range fk.All() {
+		if _, ok := fieldByKey[key]; ok {
+			layer[key] = val
+			continue
+		}
+		if sections[key] && isEmpty(val) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("configs: %s: unknown key %q", path, key))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return layer, nil
+}
+
+func isEmpty(v any) bool {
+	if v == nil {
+		return true
+	}
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
+}
+
+// decode unmarshals the merged layers into c. Strings from the environment
+// are weakly typed ("9092" -> int, "true" -> bool), durations take units
+// ("3s") and lists are comma-separated. Each failure is a *KeyError.
+func decode(ko *koanf.Koanf, c *Config) error {
+	err := ko.UnmarshalWithConf("", c, koanf.UnmarshalConf{
+		Tag: "koanf",
+		DecoderConfig: &mapstructure.DecoderConfig{
+			DecodeHook: mapstructure.ComposeDecodeHookFunc(
+				durationHook,
+				mapstructure.StringToSliceHookFunc(","),
+				intRangeHook,
+			),
+			WeaklyTypedInput: true,
+			ErrorUnused:      true,
+		},
+	})
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	collectDecodeErrors(err, &errs)
+	if len(errs) == 0 {
+		return fmt.Errorf("configs: %w", err)
+	}
+	return errors.Join(errs...)
+}
+
+// collectDecodeErrors turns mapstructure's field errors, which name the
+// dotted key, into KeyErrors.
+func collectDecodeErrors(err error, out *[]error) {
+	if de, ok := err.(*mapstructure.DecodeError); ok {
+		inner := de.Unwrap()
+		var pe *mapstructure.ParseError
+		if errors.As(inner, &pe) {
+			// mapstructure's own text omits the value that failed.
+			inner = fmt.Errorf("cannot parse %q as %s", fmt.Sprint(pe.Value), pe.Expected.Type())
+		}
+		*out = append(*out, &KeyError{Key: de.Name(), Err: inner})
+		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			collectDecodeErrors(e, out)
+		}
+		return
+	}
+	if e := errors.Unwrap(err); e != nil {
+		collectDecodeErrors(e, out)
+		return
+	}
+	*out = append(*out, fmt.Errorf("configs: %w", err))
+}
+
+// durationHook parses "3s"-style strings, and refuses a unitless number,
+// which weak typing would read as nanoseconds ("dial_timeout: 2" as 2ns).
+// Zero needs no unit. It replaces mapstructure.StringToTimeDurationHookFunc,
+// whose error drops the offending text.
+func durationHook(f, t reflect.Type, data any) (any, error) {
+	if t != durationType || f == durationType {
+		return data, nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		d, err := time.ParseDuration(strings.TrimSpace(data.(string)))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a duration such as \"3s\" or \"500ms\"", data)
+		}
+		return d, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if reflect.ValueOf(data).IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf("%v has no unit; write a duration such as \"3s\"", data)
+	}
+	return data, nil
+}
+
+// intRangeHook refuses a number that does not fit the target integer type
+// instead of letting it wrap (node.id: 4294967296 would become 0).
+func intRangeHook(f, t reflect.Type, data any) (any, error) {
+	if t == durationType {
+		return data, nil
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	default:
+		return data, nil
+	}
+	v := reflect.ValueOf(data)
+	var n int64
+	switch f.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n = v.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if v.Uint() > 1<<63-1 {
+			return nil, fmt.Errorf("%v is out of range for %s", data, t)
+		}
+		n = int64(v.Uint())
+	case reflect.Float32, reflect.Float64:
+		fl := v.Float()
+		if fl != float64(int64(fl)) {
+			return nil, fmt.Errorf("%v is not an integer", data)
+		}
+		n = int64(fl)
+	default:
+		return data, nil
+	}
+	if reflect.New(t).Elem().OverflowInt(n) {
+		return nil, fmt.Errorf("%v is out of range for %s", data, t)
+	}
+	return data, nil
+}
+
+// normalizeLists trims spaces around list items and drops empty ones, so
+// "a:6379, b:6379" and a trailing comma both do what was meant.
+func normalizeLists(c *Config) {
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range fields {
+		if f.typ != reflect.TypeFor[[]string]() {
+			continue
+		}
+		lv := v.FieldByIndex(f.index)
+		in, _ := lv.Interface().([]string)
+		out := make([]string, 0, len(in))
+		for _, s := range in {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		if len(out) == 0 {
+			out = nil
+		}
+		lv.Set(reflect.ValueOf(out))
+	}
+}

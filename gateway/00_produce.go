@@ -1,0 +1,155 @@
+package gateway
+
+// Produce v3-v9.
+//
+// Each partition's record batch (magic 2; exactly one per partition, as Apache requires from v3) is
+// CRC-checked, decompressed (gzip, snappy, lz4, zstd) and appended to the partition's stream by one
+// Lua script that also runs the idempotence check, so a retried batch returns its original offsets and
+// is not stored twice. acks=0 gets no response; acks=1 and acks=-1 are answered after Redis applied
+// the write (acks=-1 additionally waits for redis.wait_replicas / redis.wait_aof when configured).
+//
+// Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
+// batch larger than max.message.bytes -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
+// CORRUPT_MESSAGE; several batches or no records -> INVALID_RECORD; magic 0/1 ->
+// UNSUPPORTED_FOR_MESSAGE_FORMAT; acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
+// NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable; never success for a record not stored).
+//
+// Deviation: transactions are not supported; a transactional produce gets
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/protocol"
+	"github.com/kgate/kgate/redisstore"
+)
+
+func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+	g := c.g
+	resp := kmsg.NewPtrProduceResponse()
+	var fail int16
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		fail = kerr.InvalidRequiredAcks.Code
+	case req.TransactionID != nil:
+		fail = kerr.TransactionalIDAuthorizationFailed.Code
+	}
+
+	type slot struct{ t, p int }
+	var (
+		batches []*redisstore.Batch
+		slots   []slot
+		now     = time.Now().UnixMilli()
+	)
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		topic, terr := g.topics.get(ctx, rt.Topic)
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			switch {
+			case fail != 0:
+				sp.ErrorCode = fail
+			case terr != nil:
+				sp.ErrorCode = errCode(terr)
+			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case len(rp.Records) > g.maxMessageBytes(topic):
+				sp.ErrorCode = kerr.MessageTooLarge.Code
+			default:
+				b, code := g.decodeProduceBatch(rt.Topic, rp, topic, now)
+				if code != 0 {
+					sp.ErrorCode = code
+					break
+				}
+				if b.LogAppendTime != 0 {
+					sp.LogAppendTime = b.LogAppendTime
+				}
+				batches = append(batches, b)
+				slots = append(slots, slot{ti, pi})
+			}
+			producePartitionOutcome(rt.Topic, sp.ErrorCode, 0)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	if len(batches) > 0 {
+		results := g.store.Append(ctx, batches)
+		for i, r := range results {
+			sp := &resp.Topics[slots[i].t].Partitions[slots[i].p]
+			if r.Err != nil {
+				sp.ErrorCode = errCode(r.Err)
+				sp.LogAppendTime = -1
+				if redisstore.IsUnavailable(r.Err) {
+					c.log.Warn().Err(r.Err).Str("topic", batches[i].Topic).Int32("partition", batches[i].Partition).Msg("append failed")
+				}
+				continue
+			}
+			sp.BaseOffset, sp.LogStartOffset = r.BaseOffset, r.LogStartOffset
+			if !r.Duplicate {
+				recordsProduced(batches[i].Topic, len(batches[i].Records))
+				g.notify.notify(partKey{batches[i].Topic, batches[i].Partition})
+				g.publishAppend(batches[i].Topic, batches[i].Partition)
+			}
+		}
+	}
+	if req.Acks == 0 {
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// decodeProduceBatch validates and decodes one partition's records into a store batch.
+func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64) (*redisstore.Batch, int16) {
+	decoded, err := protocol.DecodeBatches(rp.Records, int(g.cfg.MaxFrameBytes))
+	switch {
+	case errors.Is(err, protocol.ErrUnsupportedMagic):
+		return nil, kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, protocol.ErrBatchTooLarge):
+		return nil, kerr.MessageTooLarge.Code
+	case err != nil:
+		return nil, kerr.CorruptMessage.Code
+	case len(decoded) != 1 || len(decoded[0].Records) == 0:
+		return nil, kerr.InvalidRecord.Code
+	}
+	pb := &decoded[0]
+	if pb.Transactional() || pb.Control() {
+		return nil, kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	b := &redisstore.Batch{
+		Topic:         topic,
+		Partition:     rp.Partition,
+		Records:       make([]redisstore.Record, len(pb.Records)),
+		ProducerID:    pb.ProducerID,
+		ProducerEpoch: pb.ProducerEpoch,
+		BaseSequence:  pb.BaseSequence,
+	}
+	if b.ProducerID < 0 {
+		b.ProducerID = -1
+	}
+	if g.logAppendTime(t) {
+		b.LogAppendTime = now
+	}
+	for i := range pb.Records {
+		r := &pb.Records[i]
+		sr := &b.Records[i]
+		sr.Timestamp, sr.Key, sr.Value = r.Timestamp, r.Key, r.Value
+		if len(r.Headers) > 0 {
+			sr.Headers = make([]redisstore.Header, len(r.Headers))
+			for j, h := range r.Headers {
+				sr.Headers[j] = redisstore.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+	}
+	return b, 0
+}

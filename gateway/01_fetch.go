@@ -1,0 +1,245 @@
+package gateway
+
+// Fetch v4-v13.
+//
+// Reads each partition with one XRANGE from the requested offset (all partitions in one pipeline,
+// together with their high watermark and log start offset) and returns the records as one
+// uncompressed magic-2 batch per contiguous run. When less than min_bytes is available the request
+// long-polls up to max_wait_ms and is woken by appends to any partition it asked for (local appends
+// directly, other gateways' through Redis pub/sub), never by a polling tick.
+//
+// Limits: partition_max_bytes and the response max_bytes bound the records returned, except that the
+// first record of the response is always returned whole (KIP-74), so a consumer cannot get stuck.
+// Offsets outside [log start, high watermark] -> OFFSET_OUT_OF_RANGE. v13 resolves topic IDs
+// (UNKNOWN_TOPIC_ID for an unknown one).
+//
+// Deviations: fetch sessions (KIP-227) are declined: every response carries session id 0, so clients
+// send full fetch requests (allowed by the KIP). Transactions are not supported, so the last stable
+// offset equals the high watermark and isolation_level is ignored. Leader epochs are -1.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/protocol"
+	"github.com/kgate/kgate/redisstore"
+)
+
+// fetchPart is one requested partition and where its answer goes.
+type fetchPart struct {
+	key       partKey
+	offset    int64
+	maxBytes  int32
+	logAppend bool
+	resp      *kmsg.FetchResponseTopicPartition
+}
+
+func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	g := c.g
+	resp := kmsg.NewPtrFetchResponse()
+	if req.Version >= 7 && req.SessionID != 0 && req.SessionEpoch > 0 {
+		// kgate never hands out a session id, so a client cannot hold one.
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	var parts []fetchPart
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var (
+			topic redisstore.Topic
+			terr  error
+		)
+		if req.Version >= 13 {
+			topic, terr = g.topics.byTopicID(ctx, rt.TopicID)
+			if terr == redisstore.ErrUnknownTopic {
+				terr = errUnknownTopicID
+			}
+		} else {
+			topic, terr = g.topics.get(ctx, rt.Topic)
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			sp.RecordBatches = []byte{} // never null: librdkafka rejects a null record set
+			switch {
+			case terr == errUnknownTopicID:
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+			case terr != nil:
+				sp.ErrorCode = errCode(terr)
+			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	// Pointers into resp are taken once every append to it is done.
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := &resp.Topics[ti]
+		topicName := rt.Topic
+		if req.Version >= 13 {
+			if t, err := g.topics.byTopicID(ctx, rt.TopicID); err == nil {
+				topicName = t.Name
+			}
+		}
+		var logAppend bool
+		if t, err := g.topics.get(ctx, topicName); err == nil {
+			logAppend = g.logAppendTime(t)
+		}
+		for pi, rp := range rt.Partitions {
+			if st.Partitions[pi].ErrorCode != 0 {
+				continue
+			}
+			parts = append(parts, fetchPart{
+				key: partKey{topicName, rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
+				logAppend: logAppend, resp: &st.Partitions[pi],
+			})
+		}
+	}
+
+	maxBytes := req.MaxBytes
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	var (
+		waiter *fetchWaiter
+		keys   []partKey
+		timer  *time.Timer
+	)
+	if wait > 0 && req.MinBytes > 0 && len(parts) > 0 {
+		keys = make([]partKey, len(parts))
+		for i, p := range parts {
+			keys[i] = p.key
+		}
+		// Registered before the first read so an append between the read and the wait is not missed.
+		waiter = g.notify.register(keys)
+		defer g.notify.unregister(waiter, keys)
+		timer = time.NewTimer(wait)
+		defer timer.Stop()
+	}
+	for {
+		got, failed := g.readFetch(ctx, parts, maxBytes)
+		if waiter == nil || failed || got >= int(req.MinBytes) {
+			break
+		}
+		select {
+		case <-waiter.ch:
+			continue
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		// One last read after the deadline: Apache answers with whatever is there.
+		g.readFetch(ctx, parts, maxBytes)
+		break
+	}
+	for _, p := range parts {
+		if n := len(p.resp.RecordBatches); n > 0 {
+			recordsFetched(p.key.topic, p.resp)
+		}
+	}
+	return resp, nil
+}
+
+// readFetch reads every partition once, filling the responses. It reports the record bytes found and
+// whether any partition ended with an error (which answers the fetch at once).
+func (g *Gateway) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32) (int, bool) {
+	if len(parts) == 0 {
+		return 0, false
+	}
+	reqs := make([]redisstore.ReadRequest, len(parts))
+	for i, p := range parts {
+		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: p.offset,
+			Count: g.estimateCount(p.key, p.maxBytes)}
+	}
+	results := g.store.Read(ctx, reqs)
+	total, failed := 0, false
+	budget := int(maxBytes)
+	for i, r := range results {
+		p := &parts[i]
+		sp := p.resp
+		sp.RecordBatches = sp.RecordBatches[:0]
+		if r.Err != nil {
+			sp.ErrorCode = errCode(r.Err)
+			failed = true
+			continue
+		}
+		sp.ErrorCode = 0
+		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.End, r.End, r.Start
+		if p.offset < r.Start || p.offset > r.End {
+			sp.ErrorCode = kerr.OffsetOutOfRange.Code
+			failed = true
+			continue
+		}
+		limit := min(int(p.maxBytes), budget)
+		buf, n, size := encodeRecords(sp.RecordBatches, r.Records, p.offset, limit, total == 0, p.logAppend)
+		sp.RecordBatches = buf
+		g.observeRecordSize(p.key, n, size)
+		total += len(buf)
+		budget -= len(buf)
+	}
+	return total, failed
+}
+
+var recordPool = sync.Pool{New: func() any { s := make([]protocol.Record, 0, 256); return &s }}
+
+// encodeRecords appends records (from offset on) as batches of contiguous offsets until limit bytes;
+// the first record is always taken when first is set (KIP-74). It returns the buffer, the records
+// encoded and their approximate stored size.
+func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int, first, logAppend bool) ([]byte, int, int) {
+	rp := recordPool.Get().(*[]protocol.Record)
+	run := (*rp)[:0]
+	defer func() { *rp = run[:0]; recordPool.Put(rp) }()
+	size, taken := 0, 0
+	var base int64
+	flush := func() {
+		if len(run) > 0 {
+			ts := protocol.TimestampCreateTime
+			if logAppend {
+				ts = protocol.TimestampLogAppendTime
+			}
+			dst = protocol.AppendBatch(dst, base, ts, run)
+			run = run[:0]
+		}
+	}
+	for i := range recs {
+		r := &recs[i]
+		if r.Offset < offset {
+			continue
+		}
+		est := 20 + len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			est += len(h.Key) + len(h.Value) + 4
+		}
+		if size+est+61 > limit && !(first && taken == 0) {
+			break
+		}
+		// A gap (entries deleted natively) or, with LogAppendTime, a new append time starts a batch.
+		if len(run) > 0 && (r.Offset != base+int64(len(run)) || (logAppend && r.Timestamp != run[0].Timestamp)) {
+			flush()
+		}
+		if len(run) == 0 {
+			base = r.Offset
+		}
+		pr := protocol.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
+		if len(r.Headers) > 0 {
+			pr.Headers = make([]protocol.Header, len(r.Headers))
+			for j, h := range r.Headers {
+				pr.Headers[j] = protocol.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		run = append(run, pr)
+		size += est
+		taken++
+	}
+	flush()
+	return dst, taken, size
+}

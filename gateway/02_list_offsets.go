@@ -1,0 +1,82 @@
+package gateway
+
+// ListOffsets v0-v8.
+//
+// Timestamp -2 (earliest) answers the log start offset, -1 (latest) the high watermark, -3 (max
+// timestamp, KIP-734) the offset of the record with the largest timestamp. Any other timestamp T
+// answers the first offset whose record timestamp is >= T, with Apache semantics when producer
+// timestamps are not monotonic (a per-partition time index of running-max timestamps in Redis), or
+// offset -1 / timestamp -1 when no record qualifies. v0 answers OldStyleOffsets.
+//
+// Deviations: isolation_level is ignored (no transactions: the last stable offset is the high
+// watermark); leader epochs are -1.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+	g := c.g
+	resp := kmsg.NewPtrListOffsetsResponse()
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		topic, terr := g.topics.get(ctx, rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			switch {
+			case terr != nil:
+				sp.ErrorCode = errCode(terr)
+			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				sp.ErrorCode = g.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp, &sp)
+			}
+			if req.Version == 0 && sp.ErrorCode == 0 && sp.Offset >= 0 {
+				sp.OldStyleOffsets = []int64{sp.Offset}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int64, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
+	switch ts {
+	case -1, -2:
+		offs, err := g.store.PartitionOffsets(ctx, topic, []int32{p})
+		if err != nil {
+			return errCode(err)
+		}
+		sp.Offset = offs[0].End
+		if ts == -2 {
+			sp.Offset = offs[0].Start
+		}
+	case -3:
+		off, rts, found, err := g.store.MaxTimestamp(ctx, topic, p)
+		if err != nil {
+			return errCode(err)
+		}
+		if found {
+			sp.Offset, sp.Timestamp = off, rts
+		}
+	default:
+		if ts < 0 {
+			return kerr.InvalidRequest.Code
+		}
+		off, rts, found, err := g.store.OffsetForTime(ctx, topic, p, ts)
+		if err != nil {
+			return errCode(err)
+		}
+		if found {
+			sp.Offset, sp.Timestamp = off, rts
+		}
+	}
+	return 0
+}

@@ -1,0 +1,88 @@
+package gateway
+
+// OffsetCommit v0-v8.
+//
+// The coordinator validates the committer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+// REBALANCE_IN_PROGRESS; a simple commit with generation -1 and no member only while the group has no
+// members, as Apache). Each accepted partition is then stored by redisstore.CommitOffsets: canonical
+// hash + timestamp sidecar + metadata in one MULTI on the group's slot, and the Redis consumer group on
+// the partition's stream moved to the committed offset with every pending entry below it acked.
+// A Redis failure answers COORDINATOR_NOT_AVAILABLE for the partitions (never success).
+//
+// Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes ->
+// OFFSET_METADATA_TOO_LARGE. retention_time_ms (v2-v4) is ignored: offsets live until deleted.
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+	g := c.g
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	code := g.notCoordinator(req.Group)
+	if code == 0 {
+		gen := req.Generation
+		if req.Version == 0 {
+			gen = -1
+		}
+		code = g.coord.ValidateCommit(ctx, req.Group, req.MemberID, req.InstanceID, gen)
+	}
+	type slot struct{ t, p int }
+	var (
+		commits []redisstore.OffsetCommit
+		slots   []slot
+	)
+	for ti, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		var (
+			topic redisstore.Topic
+			terr  error
+		)
+		if code == 0 {
+			topic, terr = g.topics.get(ctx, rt.Topic)
+		}
+		for pi, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			switch {
+			case code != 0:
+				sp.ErrorCode = code
+			case terr != nil:
+				sp.ErrorCode = errCode(terr)
+			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Metadata != nil && len(*rp.Metadata) > maxCommitMetadata:
+				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			case rp.Offset < 0:
+				sp.ErrorCode = kerr.InvalidCommitOffsetSize.Code
+			default:
+				md := ""
+				if rp.Metadata != nil {
+					md = *rp.Metadata
+				}
+				commits = append(commits, redisstore.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, Metadata: md})
+				slots = append(slots, slot{ti, pi})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if len(commits) > 0 {
+		errs := g.store.CommitOffsets(ctx, req.Group, commits, time.Now())
+		for i, err := range errs {
+			if err != nil {
+				resp.Topics[slots[i].t].Partitions[slots[i].p].ErrorCode = groupErrCode(err)
+				c.log.Warn().Err(err).Str("group", req.Group).Msg("offset commit failed")
+			}
+		}
+		offsetsCommitted(req.Group, len(commits))
+	}
+	return resp, nil
+}

@@ -1,0 +1,58 @@
+package gateway
+
+// ListGroups v0-v4.
+//
+// Like an Apache broker, a gateway lists the groups it coordinates: those in its coordinator's memory
+// plus those that only have committed offsets in Redis (as "Empty", protocol type "consumer"), so admin
+// tools that ask every broker see each group once. v4 filters by state.
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (c *conn) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
+	g := c.g
+	resp := kmsg.NewPtrListGroupsResponse()
+	want := func(state string) bool {
+		if req.Version < 4 || len(req.StatesFilter) == 0 {
+			return true
+		}
+		for _, s := range req.StatesFilter {
+			if s == state {
+				return true
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	for _, info := range g.coord.List(ctx) {
+		if info.State == "Dead" || !g.nodes.isCoordinator(info.Group) {
+			continue
+		}
+		seen[info.Group] = true
+		if !want(info.State) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState = info.Group, info.ProtocolType, info.State
+		resp.Groups = append(resp.Groups, lg)
+	}
+	stored, err := g.store.Groups(ctx)
+	if err != nil {
+		resp.ErrorCode = groupErrCode(err)
+		return resp, nil
+	}
+	for _, name := range stored {
+		if seen[name] || !g.nodes.isCoordinator(name) || !want("Empty") {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState = name, "consumer", "Empty"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
+	return resp, nil
+}

@@ -1,0 +1,118 @@
+package gateway
+
+// CreateTopics v0-v7.
+//
+// Validates names (Apache's legal characters and length; a name colliding with an existing one on
+// '.'/'_' is refused as on Apache), partition counts (-1 = topics.partitions) and configs (unknown
+// names or bad values -> INVALID_CONFIG); validate_only checks without creating. Existing topic ->
+// TOPIC_ALREADY_EXISTS. v5+ returns the partition count, replication factor and configs; v7 the ID.
+//
+// Deviation: replication is Redis's, so any replication factor (-1 or >= 1) is accepted and reported
+// as 1; manual replica assignments are accepted for their partition count only.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
+	g := c.g
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	existing, err := g.topics.all(ctx)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		msg := func(code int16, m string) {
+			st.ErrorCode = code
+			st.ErrorMessage = &m
+		}
+		partitions := rt.NumPartitions
+		if partitions == -1 {
+			partitions = g.cfg.DefaultPartitions
+		}
+		if len(rt.ReplicaAssignment) > 0 {
+			partitions = int32(len(rt.ReplicaAssignment))
+		}
+		configs := map[string]string{}
+		for _, kv := range rt.Configs {
+			if kv.Value != nil {
+				configs[kv.Name] = *kv.Value
+			}
+		}
+		switch {
+		case err != nil:
+			st.ErrorCode = groupErrCode(err)
+		case seen[rt.Topic] > 1:
+			msg(kerr.InvalidRequest.Code, "topic named more than once in the request")
+		case validTopicName(rt.Topic) != nil:
+			msg(kerr.InvalidTopicException.Code, "topic name is illegal: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+		case existing[rt.Topic].Partitions > 0:
+			msg(kerr.TopicAlreadyExists.Code, "topic '"+rt.Topic+"' already exists")
+		case collides(existing, rt.Topic):
+			msg(kerr.InvalidTopicException.Code, "topic name collides with an existing topic on '.' and '_'")
+		case partitions < 1 || (rt.NumPartitions != -1 && len(rt.ReplicaAssignment) > 0):
+			msg(kerr.InvalidPartitions.Code, "number of partitions must be at least 1 (or -1 for the default)")
+		case rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1:
+			msg(kerr.InvalidReplicationFactor.Code, "replication factor must be at least 1 (or -1 for the default)")
+		default:
+			if name, verr := validateTopicConfigs(configs); verr != nil {
+				msg(kerr.InvalidConfig.Code, name+": "+verr.Error())
+				break
+			}
+			t := g.newTopic(rt.Topic, partitions, configs)
+			if !req.ValidateOnly {
+				if cerr := g.store.CreateTopic(ctx, t); cerr != nil {
+					if errors.Is(cerr, redisstore.ErrTopicExists) {
+						msg(kerr.TopicAlreadyExists.Code, "topic '"+rt.Topic+"' already exists")
+					} else {
+						st.ErrorCode = kerr.RequestTimedOut.Code
+					}
+					break
+				}
+				g.topics.invalidate()
+				g.log.Info().Str("topic", rt.Topic).Int32("partitions", partitions).Msg("topic created")
+			}
+			st.TopicID = t.ID
+			st.NumPartitions, st.ReplicationFactor = partitions, 1
+			for _, name := range sortedConfigNames() {
+				v, override := g.topicConfig(t, name)
+				cc := kmsg.NewCreateTopicsResponseTopicConfig()
+				cc.Name, cc.Value = name, &v
+				cc.Source = 5 // DEFAULT_CONFIG
+				if override {
+					cc.Source = 1 // DYNAMIC_TOPIC_CONFIG
+				}
+				st.Configs = append(st.Configs, cc)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func collides(existing map[string]redisstore.Topic, name string) bool {
+	for n := range existing {
+		if collidesOnDots(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// newTopic builds a registry entry with a fresh topic ID.
+func (g *Gateway) newTopic(name string, partitions int32, configs map[string]string) redisstore.Topic {
+	return redisstore.Topic{Name: name, ID: uuid.New(), Partitions: partitions, Configs: configs,
+		Created: time.Now().UnixMilli()}
+}

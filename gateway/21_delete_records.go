@@ -1,0 +1,46 @@
+package gateway
+
+// DeleteRecords v0-v2.
+//
+// Moves a partition's log start offset to the requested offset (-1: the high watermark) and trims the
+// stream below it (XTRIM MINID). An offset beyond the high watermark -> OFFSET_OUT_OF_RANGE; a
+// request below the current log start offset changes nothing and answers the current one.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (c *conn) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
+	g := c.g
+	resp := kmsg.NewPtrDeleteRecordsResponse()
+	for _, rt := range req.Topics {
+		st := kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		topic, terr := g.topics.get(ctx, rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition, sp.LowWatermark = rp.Partition, -1
+			switch {
+			case terr != nil:
+				sp.ErrorCode = errCode(terr)
+			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Offset < -1:
+				sp.ErrorCode = kerr.OffsetOutOfRange.Code
+			default:
+				lw, err := g.store.DeleteRecords(ctx, rt.Topic, rp.Partition, rp.Offset)
+				if err != nil {
+					sp.ErrorCode = errCode(err)
+					break
+				}
+				sp.LowWatermark = lw
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

@@ -1,0 +1,48 @@
+package gateway
+
+// DeleteGroups v0-v2.
+//
+// A group with members -> NON_EMPTY_GROUP; a group neither in the coordinator nor in Redis ->
+// GROUP_ID_NOT_FOUND; otherwise its committed offsets (canonical hash, timestamp sidecar, metadata) and
+// the Redis consumer groups on its streams are deleted.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (c *conn) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrDeleteGroupsResponse()
+	for _, name := range req.Groups {
+		dg := kmsg.NewDeleteGroupsResponseGroup()
+		dg.Group = name
+		dg.ErrorCode = c.g.deleteGroup(ctx, name)
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp, nil
+}
+
+// deleteGroup is DeleteGroups for one group (shared with the admin API).
+func (g *Gateway) deleteGroup(ctx context.Context, name string) int16 {
+	if code := g.notCoordinator(name); code != 0 {
+		return code
+	}
+	exists, err := g.store.GroupExists(ctx, name)
+	if err != nil {
+		return groupErrCode(err)
+	}
+	code := g.coord.Delete(ctx, name)
+	switch {
+	case code == kerr.GroupIDNotFound.Code && exists:
+		code = 0
+	case code != 0:
+		return code
+	}
+	if err := g.store.DeleteGroup(ctx, name); err != nil {
+		return groupErrCode(err)
+	}
+	g.log.Info().Str("group", name).Msg("group deleted")
+	return 0
+}

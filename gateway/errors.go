@@ -1,0 +1,51 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+// errCode maps a store error to the Kafka error code a data-path (produce, fetch, list offsets)
+// response carries. Redis failures become retriable codes: the client refreshes metadata and retries.
+func errCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, redisstore.ErrUnknownTopic), errors.Is(err, redisstore.ErrUnknownPartition):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, redisstore.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, redisstore.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, redisstore.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, redisstore.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, redisstore.ErrInvalidEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, redisstore.ErrUnknownProducer):
+		return kerr.UnknownProducerID.Code
+	case errors.Is(err, redisstore.ErrNotDurable):
+		return kerr.NotEnoughReplicasAfterAppend.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	default:
+		return kerr.NotLeaderForPartition.Code
+	}
+}
+
+// groupErrCode maps a store error in a group or offset API to a code that makes the client find the
+// coordinator again and retry.
+func groupErrCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, redisstore.ErrUnknownTopic) {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
+}

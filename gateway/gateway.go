@@ -1,0 +1,278 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/redisstore"
+)
+
+// Config is the gateway's plain-data configuration; cmd/kgate fills it from configs.Config.
+type Config struct {
+	NodeID        int32
+	Listen        string // Kafka listener, host:port
+	Advertised    string // host:port told to clients; empty: the listener's address
+	AdminListen   string // admin HTTP listener; empty: none
+	MaxFrameBytes int32
+	ClusterID     string // empty: derived from the Redis namespace
+
+	AutoCreateTopics      bool
+	DefaultPartitions     int32
+	DefaultRetentionMs    int64
+	DefaultRetentionBytes int64
+	MaxMessageBytes       int32 // broker default for max.message.bytes
+
+	SlowRequest    time.Duration // requests slower than this are logged at warn
+	MaxConnections int           // 0: unlimited
+
+	// Gateway membership (scale-out): registration heartbeat in Redis, or a static peer list.
+	HeartbeatInterval time.Duration
+	NodeTimeout       time.Duration
+	Peers             []Peer
+
+	LagMetrics   bool // export consumer-group lag per partition
+	LagMaxSeries int
+
+	Groups coordinator.Config
+}
+
+// Peer is a statically configured gateway.
+type Peer struct {
+	ID   int32
+	Addr string // advertised Kafka host:port
+}
+
+func (c *Config) fillDefaults() {
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = 100 << 20
+	}
+	if c.DefaultPartitions <= 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.DefaultRetentionMs == 0 {
+		c.DefaultRetentionMs = 7 * 24 * 3600 * 1000
+	}
+	if c.DefaultRetentionBytes == 0 {
+		c.DefaultRetentionBytes = -1
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 1048588
+	}
+	if c.SlowRequest <= 0 {
+		c.SlowRequest = time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.NodeTimeout <= 0 {
+		c.NodeTimeout = 5 * time.Second
+	}
+	if c.LagMaxSeries <= 0 {
+		c.LagMaxSeries = 1000
+	}
+}
+
+// Gateway serves the Kafka protocol (and the admin API) over a redisstore.Store.
+type Gateway struct {
+	cfg    Config
+	store  *redisstore.Store
+	log    zerolog.Logger
+	topics *topicCache
+	notify *appendNotifier
+	coord  *coordinator.Coordinator
+	nodes  *membership
+
+	ln       net.Listener
+	advHost  string
+	advPort  int32
+	ready    chan struct{}
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	closing  bool
+	wg       sync.WaitGroup // connections and background loops
+	stopBg   context.CancelFunc
+	bgCtx    context.Context
+	adminSrv adminServer
+}
+
+// New builds a gateway; Listen binds the Kafka listener and Serve runs it.
+func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
+	cfg.fillDefaults()
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = "kgate-" + store.Namespace()
+	}
+	cfg.Groups.Logger = log
+	g := &Gateway{
+		cfg:    cfg,
+		store:  store,
+		log:    log,
+		topics: newTopicCache(store),
+		notify: newAppendNotifier(),
+		coord:  coordinator.New(cfg.Groups),
+		ready:  make(chan struct{}),
+		conns:  make(map[net.Conn]struct{}),
+	}
+	g.bgCtx, g.stopBg = context.WithCancel(context.Background())
+	return g
+}
+
+// Listen binds the Kafka listener (and the admin listener when configured).
+func (g *Gateway) Listen() error {
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen %s: %w", g.cfg.Listen, err)
+	}
+	g.ln = ln
+	adv := g.cfg.Advertised
+	if adv == "" {
+		adv = ln.Addr().String()
+	}
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("gateway: advertised address %q: %w", adv, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("gateway: advertised port %q: %w", port, err)
+	}
+	if p == 0 { // advertised with port 0: tell clients the port actually bound
+		p = ln.Addr().(*net.TCPAddr).Port
+	}
+	g.advHost, g.advPort = host, int32(p)
+	g.nodes = newMembership(g.cfg.NodeID, net.JoinHostPort(host, strconv.Itoa(p)))
+	if g.cfg.AdminListen != "" {
+		if err := g.listenAdmin(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// Addr is the bound Kafka listener address.
+func (g *Gateway) Addr() net.Addr { return g.ln.Addr() }
+
+// AdvertisedAddr is the host:port clients are told.
+func (g *Gateway) AdvertisedAddr() string {
+	return net.JoinHostPort(g.advHost, strconv.Itoa(int(g.advPort)))
+}
+
+// Serve accepts connections until ctx is done, then closes every connection and background loop and
+// returns once they have all stopped.
+func (g *Gateway) Serve(ctx context.Context) error {
+	if g.ln == nil {
+		if err := g.Listen(); err != nil {
+			return err
+		}
+	}
+	g.startAdmin()
+	close(g.ready)
+	go func() {
+		<-ctx.Done()
+		g.shutdown()
+	}()
+	var err error
+	for {
+		c, aerr := g.ln.Accept()
+		if aerr != nil {
+			if !g.isClosing() {
+				err = aerr
+				g.shutdown()
+			}
+			break
+		}
+		if !g.track(c) {
+			c.Close()
+			break
+		}
+		go g.serveConn(c)
+	}
+	g.wg.Wait()
+	g.coord.Close()
+	return err
+}
+
+// Ready is closed once the listener serves.
+func (g *Gateway) Ready() <-chan struct{} { return g.ready }
+
+func (g *Gateway) isClosing() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closing
+}
+
+// track registers a connection; it refuses once shutdown has begun.
+func (g *Gateway) track(c net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.conns[c] = struct{}{}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *Gateway) untrack(c net.Conn) {
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
+	g.wg.Done()
+}
+
+// goBackground starts a loop owned by the gateway; it refuses once shutdown has begun.
+func (g *Gateway) goBackground(fn func(ctx context.Context)) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		fn(g.bgCtx)
+	}()
+	return true
+}
+
+func (g *Gateway) shutdown() {
+	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		return
+	}
+	g.closing = true
+	conns := make([]net.Conn, 0, len(g.conns))
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	g.stopBg()
+	g.ln.Close()
+	g.stopAdmin()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// OpenConnections reports the number of open client connections.
+func (g *Gateway) OpenConnections() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns)
+}
+
+var errClosing = errors.New("gateway: shutting down")

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"hash/fnv"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+)
+
+// gatewayNode is one gateway of the cluster as this gateway sees it.
+type gatewayNode struct {
+	ID    int32
+	Host  string
+	Port  int32
+	Admin string
+	Alive bool
+}
+
+func (n gatewayNode) addr() string { return net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port))) }
+
+// membership is this gateway's view of the gateway set: every registered gateway, alive or not,
+// sorted by node id. Coordinator choice hashes over the full set so a restart does not reshuffle groups.
+type membership struct {
+	mu    sync.RWMutex
+	self  int32
+	nodes []gatewayNode
+}
+
+func newMembership(self int32, advertised string) *membership {
+	host, port, _ := net.SplitHostPort(advertised)
+	p, _ := strconv.Atoi(port)
+	return &membership{self: self, nodes: []gatewayNode{{ID: self, Host: host, Port: int32(p), Alive: true}}}
+}
+
+// set replaces the view (self is always kept alive).
+func (m *membership) set(nodes []gatewayNode) {
+	sorted := append([]gatewayNode(nil), nodes...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
+	m.mu.Lock()
+	m.nodes = sorted
+	m.mu.Unlock()
+}
+
+func (m *membership) all() []gatewayNode {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return append([]gatewayNode(nil), m.nodes...)
+}
+
+// alive returns the live gateways, sorted by id.
+func (m *membership) alive() []gatewayNode {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]gatewayNode, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		if n.Alive {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (m *membership) selfNode() gatewayNode {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, n := range m.nodes {
+		if n.ID == m.self {
+			return n
+		}
+	}
+	return gatewayNode{ID: m.self, Alive: true}
+}
+
+// fnv32a is the hash that places groups (and transactional ids) on gateways.
+func fnv32a(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// coordinatorFor is the one function that decides which gateway coordinates key: FNV-1a(key) modulo
+// the full registered set; when that gateway is down, the next live one in node-id order (wrapping).
+func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := len(m.nodes)
+	if n == 0 {
+		return gatewayNode{}, false
+	}
+	start := int(fnv32a(key) % uint32(n))
+	for i := 0; i < n; i++ {
+		if c := m.nodes[(start+i)%n]; c.Alive {
+			return c, true
+		}
+	}
+	return gatewayNode{}, false
+}
+
+// leaderFor spreads partition leadership over the live gateways deterministically.
+func (m *membership) leaderFor(topic string, partition int32) gatewayNode {
+	live := m.alive()
+	if len(live) == 0 {
+		return m.selfNode()
+	}
+	return live[(fnv32a(topic)+uint32(partition))%uint32(len(live))]
+}
+
+// isCoordinator reports whether this gateway coordinates key.
+func (m *membership) isCoordinator(key string) bool {
+	c, ok := m.coordinatorFor(key)
+	return ok && c.ID == m.self
+}

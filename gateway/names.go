@@ -1,0 +1,30 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+)
+
+// maxTopicNameLen is Apache Kafka's limit.
+const maxTopicNameLen = 249
+
+var errInvalidTopicName = errors.New("invalid topic name")
+
+// validTopicName applies Apache Kafka's rules: 1-249 characters of [a-zA-Z0-9._-], not "." or "..".
+// kgate also refuses '{' and '}' implicitly (not in the legal set), which keeps hash tags intact.
+func validTopicName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > maxTopicNameLen {
+		return errInvalidTopicName
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return errInvalidTopicName
+		}
+	}
+	return nil
+}
+
+// collidesOnDots reports Kafka's '.'/'_' collision rule: "a.b" and "a_b" may not both exist.
+func collidesOnDots(a, b string) bool {
+	return a != b && strings.ReplaceAll(a, ".", "_") == strings.ReplaceAll(b, ".", "_")
+}

@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+// topicCacheTTL bounds how long a gateway may act on a topic registry another gateway has changed.
+const topicCacheTTL = time.Second
+
+// topicCache keeps the Redis topic registry in memory for the data path; a miss or an expired view
+// reloads the whole registry (one HGETALL).
+type topicCache struct {
+	store  *redisstore.Store
+	mu     sync.Mutex
+	byName map[string]redisstore.Topic
+	byID   map[[16]byte]string
+	loaded time.Time
+	load   sync.Mutex // one reload at a time
+}
+
+func newTopicCache(s *redisstore.Store) *topicCache { return &topicCache{store: s} }
+
+func (c *topicCache) fresh() bool {
+	return c.byName != nil && time.Since(c.loaded) < topicCacheTTL
+}
+
+// refresh reloads the registry.
+func (c *topicCache) refresh(ctx context.Context) error {
+	c.load.Lock()
+	defer c.load.Unlock()
+	all, err := c.store.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	byID := make(map[[16]byte]string, len(all))
+	for n, t := range all {
+		byID[t.ID] = n
+	}
+	c.mu.Lock()
+	c.byName, c.byID, c.loaded = all, byID, time.Now()
+	c.mu.Unlock()
+	return nil
+}
+
+// get returns a topic, reloading on a miss or when stale.
+func (c *topicCache) get(ctx context.Context, name string) (redisstore.Topic, error) {
+	c.mu.Lock()
+	t, ok := c.byName[name]
+	fresh := c.fresh()
+	c.mu.Unlock()
+	if ok && fresh {
+		return t, nil
+	}
+	if err := c.refresh(ctx); err != nil {
+		return redisstore.Topic{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.byName[name]; ok {
+		return t, nil
+	}
+	return redisstore.Topic{}, redisstore.ErrUnknownTopic
+}
+
+// byTopicID resolves a topic ID (Fetch v13, DeleteTopics v6).
+func (c *topicCache) byTopicID(ctx context.Context, id [16]byte) (redisstore.Topic, error) {
+	c.mu.Lock()
+	name, ok := c.byID[id]
+	t := c.byName[name]
+	fresh := c.fresh()
+	c.mu.Unlock()
+	if ok && fresh {
+		return t, nil
+	}
+	if err := c.refresh(ctx); err != nil {
+		return redisstore.Topic{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name, ok := c.byID[id]; ok {
+		return c.byName[name], nil
+	}
+	return redisstore.Topic{}, redisstore.ErrUnknownTopic
+}
+
+// all returns a fresh copy of the registry.
+func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, error) {
+	if err := c.refresh(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]redisstore.Topic, len(c.byName))
+	for k, v := range c.byName {
+		out[k] = v
+	}
+	return out, nil
+}
+
+// invalidate forces the next lookup to reload (after a create/delete through this gateway).
+func (c *topicCache) invalidate() {
+	c.mu.Lock()
+	c.loaded = time.Time{}
+	c.mu.Unlock()
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package redistest
+
+import "syscall"
+
+// sysProcAttr: only Linux can tie the server's life to the test binary's.
+func sysProcAttr() *syscall.SysProcAttr { return nil }

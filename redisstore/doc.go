@@ -1,0 +1,38 @@
+// Package redisstore is kgate's Redis data model: the key schema, the Lua scripts that make appends and
+// commits atomic, topics, partition streams, producer state and committed offsets. It speaks Go types,
+// never Kafka wire types, and is the only kgate package that imports go-redis.
+//
+// # Key schema
+//
+// Every key starts with the namespace (default "kgate"). Keys that belong to one partition share the
+// Redis Cluster hash tag {<topic>:<partition>}, so a partition's append script touches one slot; keys
+// that belong to one consumer group share the hash tag {<8 hex digits of FNV-1a-32(group)>}.
+//
+//	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created"}
+//	<ns>:stream:{<topic>:<p>}          stream one entry per record; offset n <-> entry ID 0-(n+1)
+//	<ns>:meta:{<topic>:<p>}            hash   next (high watermark), start (log start offset), maxts
+//	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (time index)
+//	<ns>:producers:{<topic>:<p>}       hash   producer id -> idempotence state
+//	<ns>:producer-id                   string INCR counter for producer IDs (unique across gateways)
+//	<ns>:offsets:{<tag>}:<group>       hash   stream key -> committed offset (bare decimal)
+//	<ns>:offsets-ts:{<tag>}:<group>    hash   stream key -> "<offset>|<commit epoch ms>" (sidecar)
+//	<ns>:offsets-md:{<tag>}:<group>    hash   stream key -> commit metadata
+//	<ns>:groups                        set    group IDs with committed offsets
+//	<ns>:gateways                      hash   node id -> gateway registration JSON
+//
+// # Stream entries
+//
+// Offsets are dense: the record at offset n is the entry with ID 0-(n+1) (ID 0-0 is not a valid XADD
+// ID). Fields, in order: "ts" (timestamp, epoch ms), "key" (absent when null), "value" (absent when
+// null), then one field per header: "h:<name>" with its value, or "hn:<name>" with an empty string when
+// the header value is null. Streams keep duplicate field names and their order, so repeated headers
+// round-trip.
+//
+// # Committed offsets
+//
+// A commit of offset N for (group, partition) writes the canonical hash (N), the timestamp sidecar
+// ("N|ms") and the metadata hash in one MULTI on the group's slot, and moves the Redis consumer group
+// named after the Kafka group on the partition's stream to last-delivered-id 0-N with entries-read N,
+// acknowledging every pending entry below N, so XINFO GROUPS and XPENDING agree with Kafka's view.
+// The sidecar is advisory: it is never required to read or write the canonical offset.
+package redisstore

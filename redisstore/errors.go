@@ -1,0 +1,51 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors callers classify with errors.Is. Anything else returned by the store is a Redis failure:
+// see IsUnavailable.
+var (
+	ErrUnknownTopic       = errors.New("redisstore: unknown topic")
+	ErrTopicExists        = errors.New("redisstore: topic already exists")
+	ErrUnknownPartition   = errors.New("redisstore: unknown partition")
+	ErrInvalidPartitions  = errors.New("redisstore: invalid partition count")
+	ErrOffsetOutOfRange   = errors.New("redisstore: offset out of range")
+	ErrOutOfOrderSequence = errors.New("redisstore: out of order sequence number")
+	ErrInvalidEpoch       = errors.New("redisstore: invalid producer epoch")
+	ErrUnknownProducer    = errors.New("redisstore: unknown producer id")
+	ErrNodeIDInUse        = errors.New("redisstore: node id in use by a live gateway")
+	// ErrNotDurable: the configured replicas or AOF fsync did not confirm a write in time. The write
+	// itself happened (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+	ErrNotDurable = errors.New("redisstore: write not confirmed by replicas in time")
+)
+
+// sentinels are the errors above: outcomes callers map to Kafka codes, never Redis failures.
+var sentinels = []error{ErrUnknownTopic, ErrTopicExists, ErrUnknownPartition, ErrInvalidPartitions,
+	ErrOffsetOutOfRange, ErrOutOfOrderSequence, ErrInvalidEpoch, ErrUnknownProducer, ErrNodeIDInUse,
+	ErrNotDurable}
+
+// IsUnavailable reports whether err is a Redis-side failure (network, timeout, cluster redirection,
+// loading, read-only replica) that a client should retry.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, redis.ErrClosed), errors.As(err, &ne):
+		return true
+	}
+	for _, known := range sentinels {
+		if errors.Is(err, known) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,80 @@
+package redisstore
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
+
+// keys builds every Redis key kgate uses; the schema is documented in doc.go.
+type keys struct{ ns string }
+
+func partTag(topic string, partition int32) string {
+	return "{" + topic + ":" + strconv.Itoa(int(partition)) + "}"
+}
+
+func (k keys) stream(topic string, p int32) string    { return k.ns + ":stream:" + partTag(topic, p) }
+func (k keys) meta(topic string, p int32) string      { return k.ns + ":meta:" + partTag(topic, p) }
+func (k keys) tindex(topic string, p int32) string    { return k.ns + ":tindex:" + partTag(topic, p) }
+func (k keys) producers(topic string, p int32) string { return k.ns + ":producers:" + partTag(topic, p) }
+func (k keys) topics() string                         { return k.ns + ":topics" }
+func (k keys) producerID() string                     { return k.ns + ":producer-id" }
+func (k keys) groups() string                         { return k.ns + ":groups" }
+func (k keys) gateways() string                       { return k.ns + ":gateways" }
+
+// GroupTag is the hash tag shared by a group's offset hashes: 8 lowercase hex digits of FNV-1a-32.
+func GroupTag(group string) string {
+	h := fnv.New32a()
+	h.Write([]byte(group))
+	return fmt.Sprintf("%08x", h.Sum32())
+}
+
+func (k keys) offsets(group string) string {
+	return k.ns + ":offsets:{" + GroupTag(group) + "}:" + group
+}
+func (k keys) offsetsTS(group string) string {
+	return k.ns + ":offsets-ts:{" + GroupTag(group) + "}:" + group
+}
+func (k keys) offsetsMD(group string) string {
+	return k.ns + ":offsets-md:{" + GroupTag(group) + "}:" + group
+}
+
+// parseStreamKey inverts stream(): it returns the topic and partition a stream key names.
+func (k keys) parseStreamKey(key string) (string, int32, bool) {
+	rest, ok := strings.CutPrefix(key, k.ns+":stream:{")
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return "", 0, false
+	}
+	rest = rest[:len(rest)-1]
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 {
+		return "", 0, false
+	}
+	p, err := strconv.ParseInt(rest[i+1:], 10, 32)
+	if err != nil || p < 0 {
+		return "", 0, false
+	}
+	// Only the exact spelling stream() writes: "+1", "01" or "-0" name no partition of ours.
+	if k.stream(rest[:i], int32(p)) != key {
+		return "", 0, false
+	}
+	return rest[:i], int32(p), true
+}
+
+// EntryID is the stream entry ID of offset n.
+func EntryID(offset int64) string { return "0-" + strconv.FormatInt(offset+1, 10) }
+
+// OffsetOfID inverts EntryID. It rejects IDs kgate did not write, including other spellings of the
+// same number ("0-+5", "0-05") that strconv would accept.
+func OffsetOfID(id string) (int64, bool) {
+	seq, ok := strings.CutPrefix(id, "0-")
+	if !ok || seq == "" || seq[0] < '1' || seq[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n < 1 {
+		return 0, false
+	}
+	return n - 1, true
+}

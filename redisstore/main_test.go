@@ -1,0 +1,196 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/internal/redistest"
+)
+
+// The package's tests share one standalone redis-server and one 3-master cluster; every test works in
+// its own key namespace. KGATE_SKIP_REDIS=1 runs only the tests that need no redis-server (unit tests
+// and the embedded store); otherwise a missing redis-server fails the run, so CI cannot skip silently.
+var (
+	standalone *redistest.Server
+	cluster    *redistest.Cluster
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
+		fmt.Fprintln(os.Stderr, "redisstore: KGATE_SKIP_REDIS=1: skipping the tests against real Redis")
+		return m.Run()
+	}
+	if !redistest.Available() {
+		fmt.Fprintln(os.Stderr, "redisstore: redis-server is not on PATH; install it or set KGATE_SKIP_REDIS=1")
+		return 1
+	}
+	var err error
+	if standalone, err = redistest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "redisstore:", err)
+		return 1
+	}
+	defer standalone.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if cluster, err = redistest.StartCluster(ctx, 3, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "redisstore:", err)
+		return 1
+	}
+	defer cluster.Stop()
+	return m.Run()
+}
+
+// backendOptions are the connection options of the shared servers, by backend name.
+func backendOptions(t *testing.T, backend string) Options {
+	t.Helper()
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	switch backend {
+	case "standalone":
+		return Options{Addrs: []string{standalone.Addr}}
+	case "cluster":
+		return Options{Addrs: cluster.Addrs(), Cluster: true}
+	}
+	t.Fatalf("unknown backend %q", backend)
+	return Options{}
+}
+
+// testNamespace is a namespace of t's own, so tests can share a server. Hash tag braces never occur in
+// test names, so they cannot disturb the cluster slot of a key.
+func testNamespace(t *testing.T) string {
+	return "t-" + strings.NewReplacer(" ", "_", "{", "(", "}", ")").Replace(t.Name())
+}
+
+// openStore opens a Store with opts in t's namespace and closes it when t ends.
+func openStore(t *testing.T, opts Options) *Store {
+	t.Helper()
+	if opts.Namespace == "" {
+		opts.Namespace = testNamespace(t)
+	}
+	s, err := Open(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// forEachBackend runs f as parallel subtests "standalone" and "cluster", each with its own Store.
+func forEachBackend(t *testing.T, f func(t *testing.T, s *Store)) {
+	t.Helper()
+	for _, backend := range []string{"standalone", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			f(t, openStore(t, backendOptions(t, backend)))
+		})
+	}
+}
+
+// openEmbedded opens the in-process store.
+func openEmbedded(t *testing.T) *Store {
+	t.Helper()
+	s := openStore(t, Options{})
+	if !s.Embedded() {
+		t.Fatal("Open without Addrs did not start the embedded store")
+	}
+	return s
+}
+
+// mustCreateTopic registers a topic with n partitions.
+func mustCreateTopic(t *testing.T, s *Store, name string, n int32) Topic {
+	t.Helper()
+	tp := Topic{Name: name, Partitions: n, Created: time.Now().UnixMilli()}
+	if err := s.CreateTopic(t.Context(), tp); err != nil {
+		t.Fatalf("CreateTopic(%q): %v", name, err)
+	}
+	return tp
+}
+
+// plain builds n records whose values are "<prefix>-<i>" and timestamps 1000+i.
+func plain(prefix string, n int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{Timestamp: int64(1000 + i), Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}
+	}
+	return recs
+}
+
+// mustAppend appends one batch and fails t on an error.
+func mustAppend(t *testing.T, s *Store, b *Batch) AppendResult {
+	t.Helper()
+	res := s.Append(t.Context(), []*Batch{b})[0]
+	if res.Err != nil {
+		t.Fatalf("Append(%s/%d): %v", b.Topic, b.Partition, res.Err)
+	}
+	return res
+}
+
+// appendOne appends a non-idempotent batch and returns its base offset.
+func appendOne(t *testing.T, s *Store, topic string, p int32, recs ...Record) int64 {
+	t.Helper()
+	return mustAppend(t, s, &Batch{Topic: topic, Partition: p, Records: recs, ProducerID: -1}).BaseOffset
+}
+
+// mustRead reads up to count records from offset.
+func mustRead(t *testing.T, s *Store, topic string, p int32, offset, count int64) ReadResult {
+	t.Helper()
+	res := s.Read(t.Context(), []ReadRequest{{Topic: topic, Partition: p, Offset: offset, Count: count}})[0]
+	if res.Err != nil {
+		t.Fatalf("Read(%s/%d@%d): %v", topic, p, offset, res.Err)
+	}
+	return res
+}
+
+// offsetsOf returns the record offsets.
+func offsetsOf(recs []Record) []int64 {
+	out := make([]int64, len(recs))
+	for i, r := range recs {
+		out[i] = r.Offset
+	}
+	return out
+}
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkFor polls cond until it holds or the deadline passes (never sleep-and-hope).
+func checkFor(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

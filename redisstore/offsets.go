@@ -1,0 +1,234 @@
+package redisstore
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// OffsetCommit is one partition's committed position. A nil Metadata is stored as empty.
+type OffsetCommit struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Metadata  string
+}
+
+// Committed is a committed offset as read back.
+type Committed struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Metadata  string
+	// CommitTime is the epoch-ms timestamp from the sidecar, or -1 when the sidecar has no usable entry.
+	CommitTime int64
+	// SidecarOffset is the offset the sidecar timestamp belongs to (-1 when none). It differs from
+	// Offset when a gateway that does not write the sidecar has since moved the canonical offset.
+	SidecarOffset int64
+}
+
+// CommitOffsets stores commits of group atomically per group (canonical hash, timestamp sidecar and
+// metadata in one MULTI on the group's slot) and moves the group's Redis consumer group on each stream.
+// now stamps the sidecar; a zero now writes no timestamp and clears the sidecar entries instead (an
+// untimestamped write such as an admin reset). The returned slice holds one error per commit.
+func (s *Store) CommitOffsets(ctx context.Context, group string, commits []OffsetCommit, now time.Time) []error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	errs := make([]error, len(commits))
+	if len(commits) == 0 {
+		return errs
+	}
+	offKey, tsKey, mdKey := s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range commits {
+			field := s.keys.stream(c.Topic, c.Partition)
+			p.HSet(ctx, offKey, field, strconv.FormatInt(c.Offset, 10))
+			if now.IsZero() {
+				p.HDel(ctx, tsKey, field)
+			} else {
+				p.HSet(ctx, tsKey, field, strconv.FormatInt(c.Offset, 10)+"|"+strconv.FormatInt(now.UnixMilli(), 10))
+			}
+			if c.Metadata == "" {
+				p.HDel(ctx, mdKey, field)
+			} else {
+				p.HSet(ctx, mdKey, field, c.Metadata)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	pipe := s.rdb.Pipeline()
+	pipe.SAdd(ctx, s.keys.groups(), group)
+	cmds := make([]*redis.Cmd, len(commits))
+	for i, c := range commits {
+		cmds[i] = commitStreamScript.EvalSha(ctx, pipe, []string{s.keys.stream(c.Topic, c.Partition)}, group, c.Offset)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range commits {
+		err := cmds[i].Err()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			err = commitStreamScript.Run(ctx, s.rdb, []string{s.keys.stream(c.Topic, c.Partition)}, group, c.Offset).Err()
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
+// CommittedOffsets returns every committed partition of group, sorted by topic and partition.
+// A missing or malformed sidecar entry leaves CommitTime at -1; it never fails the read.
+func (s *Store) CommittedOffsets(ctx context.Context, group string) ([]Committed, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	offs := pipe.HGetAll(ctx, s.keys.offsets(group))
+	mds := pipe.HGetAll(ctx, s.keys.offsetsMD(group))
+	tss := pipe.HGetAll(ctx, s.keys.offsetsTS(group))
+	_, _ = pipe.Exec(ctx)
+	if err := offs.Err(); err != nil {
+		return nil, err
+	}
+	md := mds.Val()      // advisory too: a failed read leaves metadata empty
+	sidecar := tss.Val() // advisory
+	out := make([]Committed, 0, len(offs.Val()))
+	for field, v := range offs.Val() {
+		topic, p, ok := s.keys.parseStreamKey(field)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		c := Committed{Topic: topic, Partition: p, Offset: n, Metadata: md[field], CommitTime: -1, SidecarOffset: -1}
+		if raw, ok := sidecar[field]; ok {
+			c.SidecarOffset, c.CommitTime = parseSidecar(raw)
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+// parseSidecar decodes "<offset>|<epoch ms>"; anything else is (-1, -1).
+func parseSidecar(raw string) (offset, ms int64) {
+	o, t, ok := strings.Cut(raw, "|")
+	if !ok {
+		return -1, -1
+	}
+	off, err1 := strconv.ParseInt(o, 10, 64)
+	ts, err2 := strconv.ParseInt(t, 10, 64)
+	if err1 != nil || err2 != nil || off < 0 || ts < 0 {
+		return -1, -1
+	}
+	return off, ts
+}
+
+// DeleteOffsets removes the committed offsets (canonical, sidecar, metadata) of the given partitions.
+func (s *Store) DeleteOffsets(ctx context.Context, group string, parts []OffsetCommit) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	fields := make([]string, len(parts))
+	for i, p := range parts {
+		fields[i] = s.keys.stream(p.Topic, p.Partition)
+	}
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, s.keys.offsets(group), fields...)
+		p.HDel(ctx, s.keys.offsetsTS(group), fields...)
+		p.HDel(ctx, s.keys.offsetsMD(group), fields...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The Redis consumer group mirrors the committed offset; with no offset it must not claim one.
+	pipe := s.rdb.Pipeline()
+	for _, f := range fields {
+		pipe.XGroupDestroy(ctx, f, group)
+	}
+	_, _ = pipe.Exec(ctx) // a stream or Redis group already gone is fine
+	return nil
+}
+
+// DeleteGroup removes every committed offset of group and its Redis consumer groups.
+func (s *Store) DeleteGroup(ctx context.Context, group string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	fields, err := s.rdb.HKeys(ctx, s.keys.offsets(group)).Result()
+	if err != nil {
+		return err
+	}
+	pipe := s.rdb.Pipeline()
+	for _, f := range fields {
+		if _, _, ok := s.keys.parseStreamKey(f); ok {
+			pipe.XGroupDestroy(ctx, f, group)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // a stream or Redis group already gone is fine
+	if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.rdb.SRem(ctx, s.keys.groups(), group).Err()
+}
+
+// GroupExists reports whether group has committed offsets in Redis.
+func (s *Store) GroupExists(ctx context.Context, group string) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	n, err := s.rdb.Exists(ctx, s.keys.offsets(group)).Result()
+	return n > 0, err
+}
+
+// Groups lists the groups that have committed offsets, sorted. The groups set is only an index: a
+// member whose offsets were all deleted (DeleteOffsets, or a DeleteGroup racing a commit) is left out.
+func (s *Store) Groups(ctx context.Context) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	gs, err := s.rdb.SMembers(ctx, s.keys.groups()).Result()
+	if err != nil {
+		return nil, err
+	}
+	pipe := s.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(gs))
+	for i, g := range gs {
+		exists[i] = pipe.Exists(ctx, s.keys.offsets(g))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	out := gs[:0]
+	for i, g := range gs {
+		if exists[i].Val() > 0 {
+			out = append(out, g)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// StreamKey is the Redis key of a partition's stream (the field name in the offset hashes).
+func (s *Store) StreamKey(topic string, partition int32) string { return s.keys.stream(topic, partition) }
+
+// OffsetKeys names a group's canonical, sidecar and metadata hashes.
+func (s *Store) OffsetKeys(group string) (canonical, sidecar, metadata string) {
+	return s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
+}

@@ -1,0 +1,511 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Header is one record header; a nil Value is a null header value.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one Kafka record as stored in a partition stream. Nil Key or Value means null.
+type Record struct {
+	Offset    int64
+	Timestamp int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+}
+
+// Batch is one producer batch to append to one partition.
+type Batch struct {
+	Topic     string
+	Partition int32
+	Records   []Record // Offset is ignored: the store assigns offsets
+
+	ProducerID    int64 // -1: not idempotent
+	ProducerEpoch int16
+	BaseSequence  int32
+	// LogAppendTime, when non-zero, replaces every record's timestamp (message.timestamp.type=LogAppendTime).
+	LogAppendTime int64
+}
+
+// AppendResult is the outcome of one Batch.
+type AppendResult struct {
+	BaseOffset     int64
+	LogStartOffset int64
+	Duplicate      bool  // an idempotent retry: nothing was stored, BaseOffset is the original one
+	Err            error // nil, ErrOutOfOrderSequence, ErrInvalidEpoch, or a Redis failure
+}
+
+// argBuilder collects script arguments as *string so go-redis writes them without boxing each one.
+type argBuilder struct {
+	strs []string
+	args []any
+}
+
+func (a *argBuilder) addBytes(b []byte) {
+	a.strs = append(a.strs, unsafe.String(unsafe.SliceData(b), len(b)))
+}
+func (a *argBuilder) addString(s string) { a.strs = append(a.strs, s) }
+func (a *argBuilder) addInt(n int64)     { a.strs = append(a.strs, strconv.FormatInt(n, 10)) }
+
+// finish returns the argument list; strs must not grow afterwards.
+func (a *argBuilder) finish() []any {
+	a.args = a.args[:0]
+	for i := range a.strs {
+		a.args = append(a.args, &a.strs[i])
+	}
+	return a.args
+}
+
+func fieldCount(r *Record) int {
+	n := len(r.Headers)
+	if r.Key != nil {
+		n++
+	}
+	if r.Value != nil {
+		n++
+	}
+	return n
+}
+
+func (s *Store) appendArgs(b *Batch) []any {
+	n := 5
+	for i := range b.Records {
+		n += 2 + 2*fieldCount(&b.Records[i])
+	}
+	a := argBuilder{strs: make([]string, 0, n), args: make([]any, 0, n)}
+	a.addInt(b.ProducerID)
+	a.addInt(int64(b.ProducerEpoch))
+	a.addInt(int64(b.BaseSequence))
+	a.addInt(int64(len(b.Records)))
+	a.addInt(b.LogAppendTime)
+	for i := range b.Records {
+		r := &b.Records[i]
+		a.addInt(r.Timestamp)
+		a.addInt(int64(fieldCount(r)))
+		if r.Key != nil {
+			a.addString("key")
+			a.addBytes(r.Key)
+		}
+		if r.Value != nil {
+			a.addString("value")
+			a.addBytes(r.Value)
+		}
+		for _, h := range r.Headers {
+			if h.Value == nil {
+				a.addString("hn:" + h.Key)
+				a.addString("")
+			} else {
+				a.addString("h:" + h.Key)
+				a.addBytes(h.Value)
+			}
+		}
+	}
+	return a.finish()
+}
+
+// Append stores each batch atomically and in order within its partition; batches for different
+// partitions go out in one pipeline. Results are in the order of batches.
+func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out := make([]AppendResult, len(batches))
+	if s.opts.WaitReplicas <= 0 && !s.opts.WaitAOF {
+		s.appendOn(ctx, s.rdb, batches, out)
+		return out
+	}
+	s.appendDurable(ctx, batches, out)
+	return out
+}
+
+// scriptPiper is what an append needs: a client or one pinned connection.
+type scriptPiper interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+// appendOn runs the batches' append scripts on c in one pipeline and stores the results in out.
+func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult) {
+	cmds := make([]*redis.Cmd, len(batches))
+	pipe := c.Pipeline()
+	for i, b := range batches {
+		cmds[i] = appendScript.EvalSha(ctx, pipe, s.partKeys(b), s.appendArgs(b)...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var retry []int
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, i)
+			continue
+		}
+		out[i] = appendResult(cmds[i])
+	}
+	// Scripts are loaded lazily: a fresh Redis (or a failed-over replica) answers NOSCRIPT once.
+	for _, i := range retry {
+		out[i] = appendResult(appendScript.Run(ctx, c, s.partKeys(batches[i]), s.appendArgs(batches[i])...))
+	}
+}
+
+func (s *Store) partKeys(b *Batch) []string {
+	return []string{s.keys.stream(b.Topic, b.Partition), s.keys.meta(b.Topic, b.Partition),
+		s.keys.tindex(b.Topic, b.Partition), s.keys.producers(b.Topic, b.Partition)}
+}
+
+func appendResult(c *redis.Cmd) AppendResult {
+	vals, err := c.Int64Slice()
+	if err != nil {
+		return AppendResult{Err: err}
+	}
+	if len(vals) < 2 {
+		return AppendResult{Err: fmt.Errorf("redisstore: append: unexpected reply %v", vals)}
+	}
+	if vals[0] < 0 {
+		switch vals[1] {
+		case 47:
+			return AppendResult{Err: ErrInvalidEpoch}
+		default:
+			return AppendResult{Err: ErrOutOfOrderSequence}
+		}
+	}
+	return AppendResult{BaseOffset: vals[0], LogStartOffset: vals[1], Duplicate: len(vals) > 2 && vals[2] == 1}
+}
+
+// appendDurable appends and then waits (WAIT / WAITAOF) on the very connection that wrote: both
+// commands only wait for the replication offset of their own connection's last write, so a WAIT on
+// another pooled connection returns at once and confirms nothing. Batches are grouped by the master
+// that owns their partition; each group is written and waited for on one pinned connection, the
+// groups in parallel.
+func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []AppendResult) {
+	type group struct {
+		node *redis.Client
+		idx  []int
+	}
+	var groups []*group
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		byNode := map[*redis.Client]*group{}
+		for i, b := range batches {
+			node, err := c.MasterForKey(ctx, s.keys.stream(b.Topic, b.Partition))
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			g := byNode[node]
+			if g == nil {
+				g = &group{node: node}
+				byNode[node] = g
+				groups = append(groups, g)
+			}
+			g.idx = append(g.idx, i)
+		}
+	case *redis.Client:
+		g := &group{node: c}
+		for i := range batches {
+			g.idx = append(g.idx, i)
+		}
+		groups = append(groups, g)
+	default:
+		for i := range out {
+			out[i].Err = fmt.Errorf("redisstore: durable append: unsupported client %T", s.rdb)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Go(func() {
+			sub := make([]*Batch, len(g.idx))
+			for j, i := range g.idx {
+				sub[j] = batches[i]
+			}
+			res := make([]AppendResult, len(sub))
+			conn := g.node.Conn()
+			defer conn.Close()
+			s.appendOn(ctx, conn, sub, res)
+			var err error
+			for _, r := range res {
+				if r.Err == nil {
+					err = s.waitDurable(ctx, conn)
+					break
+				}
+			}
+			for j, i := range g.idx {
+				if res[j].Err == nil {
+					res[j].Err = err
+				}
+				out[i] = res[j]
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// waitDurable applies the configured WAIT / WAITAOF on conn, the connection that took the writes.
+func (s *Store) waitDurable(ctx context.Context, conn *redis.Conn) error {
+	if s.opts.WaitReplicas > 0 {
+		n, err := conn.Do(ctx, "WAIT", s.opts.WaitReplicas, s.opts.WaitTimeout.Milliseconds()).Int64()
+		if err != nil {
+			return err
+		}
+		if n < int64(s.opts.WaitReplicas) {
+			return ErrNotDurable
+		}
+	}
+	if s.opts.WaitAOF {
+		res, err := conn.Do(ctx, "WAITAOF", 1, 0, s.opts.WaitTimeout.Milliseconds()).Int64Slice()
+		if err != nil {
+			return err
+		}
+		if len(res) == 0 || res[0] < 1 {
+			return ErrNotDurable
+		}
+	}
+	return nil
+}
+
+// Offsets is a partition's log start offset and high watermark.
+type Offsets struct {
+	Start, End int64
+}
+
+// PartitionOffsets returns the offsets of each partition of topic.
+func (s *Store) PartitionOffsets(ctx context.Context, topic string, partitions []int32) ([]Offsets, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(partitions))
+	for i, p := range partitions {
+		cmds[i] = pipe.HMGet(ctx, s.keys.meta(topic, p), "next", "start")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, err
+	}
+	out := make([]Offsets, len(partitions))
+	for i, c := range cmds {
+		out[i] = parseOffsets(c.Val())
+	}
+	return out, nil
+}
+
+func parseOffsets(v []any) Offsets {
+	var o Offsets
+	if len(v) == 2 {
+		o.End = anyInt(v[0])
+		o.Start = anyInt(v[1])
+	}
+	return o
+}
+
+func anyInt(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// ReadRequest asks for up to Count records of one partition from Offset on.
+type ReadRequest struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Count     int64
+}
+
+// ReadResult is what one ReadRequest found: records from Offset (empty when none yet) and the
+// partition's offsets as read in the same round trip.
+type ReadResult struct {
+	Offsets
+	Records []Record
+	Err     error
+}
+
+// Read runs every request in one pipeline. A request outside [Start, End] gets no records (the caller
+// compares against the returned offsets); records are never returned from below Start or from End on.
+func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out := make([]ReadResult, len(reqs))
+	metas := make([]*redis.SliceCmd, len(reqs))
+	ranges := make([]*redis.Cmd, len(reqs))
+	pipe := s.rdb.Pipeline()
+	for i, r := range reqs {
+		metas[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start")
+		if r.Count > 0 {
+			ranges[i] = pipe.Do(ctx, "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(r.Offset), "+", "COUNT", r.Count)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	for i := range reqs {
+		if err := metas[i].Err(); err != nil && err != redis.Nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Offsets = parseOffsets(metas[i].Val())
+		if ranges[i] == nil {
+			continue
+		}
+		raw, err := ranges[i].Result()
+		if err != nil && err != redis.Nil {
+			out[i].Err = err
+			continue
+		}
+		recs, err := parseEntries(raw)
+		out[i].Records, out[i].Err = clip(recs, reqs[i].Offset, out[i].Offsets), err
+	}
+	return out
+}
+
+// clip keeps the records in [Start, End) and drops them all when the request starts below Start: the
+// stream may still hold entries below a log start offset that a concurrent (or fallback) trim has not
+// removed yet, and records past End were appended after the offsets were read.
+func clip(recs []Record, from int64, o Offsets) []Record {
+	if from < o.Start {
+		return recs[:0]
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Offset >= o.Start && r.Offset < o.End {
+			recs[n] = r
+			n++
+		}
+	}
+	return recs[:n]
+}
+
+// parseEntries decodes an XRANGE reply into records.
+func parseEntries(raw any) ([]Record, error) {
+	entries, _ := raw.([]any)
+	recs := make([]Record, 0, len(entries))
+	for _, e := range entries {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			return recs, fmt.Errorf("redisstore: malformed stream entry %v", e)
+		}
+		id, _ := pair[0].(string)
+		off, ok := OffsetOfID(id)
+		if !ok {
+			continue // not written by kgate
+		}
+		fields, _ := pair[1].([]any)
+		rec := Record{Offset: off}
+		for j := 0; j+1 < len(fields); j += 2 {
+			name, _ := fields[j].(string)
+			val, _ := fields[j+1].(string)
+			switch {
+			case name == "ts":
+				rec.Timestamp, _ = strconv.ParseInt(val, 10, 64)
+			case name == "key":
+				rec.Key = bytesOf(val)
+			case name == "value":
+				rec.Value = bytesOf(val)
+			case strings.HasPrefix(name, "h:"):
+				rec.Headers = append(rec.Headers, Header{Key: name[2:], Value: bytesOf(val)})
+			case strings.HasPrefix(name, "hn:"):
+				rec.Headers = append(rec.Headers, Header{Key: name[3:]})
+			}
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+// bytesOf views a reply string as bytes without copying; replies are never mutated.
+func bytesOf(s string) []byte {
+	if len(s) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// DeleteRecords moves the log start offset of a partition to before (-1: the high watermark) and
+// trims the stream. It returns the new log start offset, or ErrOffsetOutOfRange.
+func (s *Store) DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	n, err := deleteRecordsScript.Run(ctx, s.rdb,
+		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition)}, before).Int64()
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, ErrOffsetOutOfRange
+	}
+	return n, nil
+}
+
+// OffsetForTime returns the first offset whose record timestamp is at least ts (Kafka's ListOffsets by
+// timestamp, correct for non-monotonic timestamps), with that record's timestamp; found is false when
+// no such record exists.
+func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (offset, recordTS int64, found bool, err error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+		Key: s.keys.tindex(topic, partition), Start: strconv.FormatInt(ts, 10), Stop: "+inf",
+		ByScore: true, Count: 1,
+	}).Result()
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if len(zs) == 0 {
+		return 0, 0, false, nil
+	}
+	offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
+	recordTS = int64(zs[0].Score)
+	offs, err := s.PartitionOffsets(ctx, topic, []int32{partition})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if offset >= offs[0].Start {
+		return offset, recordTS, true, nil
+	}
+	// The indexed record was deleted: scan forward from the log start offset.
+	return s.scanForTime(ctx, topic, partition, offs[0].Start, ts)
+}
+
+func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, from, ts int64) (int64, int64, bool, error) {
+	const page = 1000
+	for {
+		res := s.Read(ctx, []ReadRequest{{Topic: topic, Partition: partition, Offset: from, Count: page}})[0]
+		if res.Err != nil {
+			return 0, 0, false, res.Err
+		}
+		for _, r := range res.Records {
+			if r.Timestamp >= ts {
+				return r.Offset, r.Timestamp, true, nil
+			}
+		}
+		if len(res.Records) < page {
+			return 0, 0, false, nil
+		}
+		from = res.Records[len(res.Records)-1].Offset + 1
+	}
+}
+
+// MaxTimestamp returns the offset and timestamp of the record with the largest timestamp (the first
+// one when several share it); found is false for an empty partition.
+func (s *Store) MaxTimestamp(ctx context.Context, topic string, partition int32) (offset, recordTS int64, found bool, err error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	zs, err := s.rdb.ZRevRangeWithScores(ctx, s.keys.tindex(topic, partition), 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return 0, 0, false, err
+	}
+	offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
+	return offset, int64(zs[0].Score), true, nil
+}
+
+// NewProducerID allocates a producer ID unique across every gateway sharing this Redis.
+func (s *Store) NewProducerID(ctx context.Context) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.rdb.Incr(ctx, s.keys.producerID()).Result()
+}

@@ -1,0 +1,616 @@
+package redisstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// rawEntries reads a partition stream with the raw client.
+func rawEntries(t *testing.T, s *Store, topic string, p int32) []redis.XMessage {
+	t.Helper()
+	msgs, err := s.Client().XRange(t.Context(), s.keys.stream(topic, p), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// rawFields reads one entry's field/value list in stored order (XMessage.Values is a map and would
+// hide duplicate header names).
+func rawFields(t *testing.T, s *Store, topic string, p int32, offset int64) []string {
+	t.Helper()
+	id := EntryID(offset)
+	raw, err := s.Client().Do(t.Context(), "XRANGE", s.keys.stream(topic, p), id, id).Slice()
+	if err != nil || len(raw) != 1 {
+		t.Fatalf("XRANGE %s: %v %v", id, raw, err)
+	}
+	pair := raw[0].([]any)
+	var out []string
+	for _, f := range pair[1].([]any) {
+		out = append(out, f.(string))
+	}
+	return out
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAppendDenseOffsets(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "dense", 2)
+		var next int64
+		for i, n := range []int{1, 4, 2, 7} {
+			res := mustAppend(t, s, &Batch{Topic: "dense", Partition: 1, Records: plain(fmt.Sprint("b", i), n), ProducerID: -1})
+			if res.BaseOffset != next || res.Duplicate || res.LogStartOffset != 0 {
+				t.Fatalf("batch %d: %+v, want base %d", i, res, next)
+			}
+			next += int64(n)
+		}
+		msgs := rawEntries(t, s, "dense", 1)
+		if len(msgs) != int(next) {
+			t.Fatalf("XLEN-ish %d, want %d", len(msgs), next)
+		}
+		for i, m := range msgs {
+			if want := fmt.Sprintf("0-%d", i+1); m.ID != want {
+				t.Fatalf("entry %d has ID %s, want %s", i, m.ID, want)
+			}
+		}
+		offs, err := s.PartitionOffsets(ctx, "dense", []int32{0, 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if offs[0] != (Offsets{0, 0}) || offs[1] != (Offsets{Start: 0, End: next}) {
+			t.Fatalf("PartitionOffsets = %+v", offs)
+		}
+		// Several batches for several partitions in one call: one pipeline, results in order.
+		res := s.Append(ctx, []*Batch{
+			{Topic: "dense", Partition: 0, Records: plain("x", 2), ProducerID: -1},
+			{Topic: "dense", Partition: 1, Records: plain("y", 1), ProducerID: -1},
+			{Topic: "dense", Partition: 0, Records: plain("z", 3), ProducerID: -1},
+		})
+		for i, want := range []int64{0, next, 2} {
+			if res[i].Err != nil || res[i].BaseOffset != want {
+				t.Errorf("multi-batch result %d: %+v, want base %d", i, res[i], want)
+			}
+		}
+		r := mustRead(t, s, "dense", 0, 0, 100)
+		if !equalInts(offsetsOf(r.Records), seq(0, 5)) || string(r.Records[2].Value) != "z-0" {
+			t.Fatalf("partition 0 after multi-batch append: %+v", r.Records)
+		}
+	})
+}
+
+func TestAppendFieldsAndRead(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "fields", 1)
+		recs := []Record{
+			{Timestamp: 10}, // null key, null value, no headers
+			{Timestamp: 11, Key: []byte{}, Value: []byte{}},
+			{Timestamp: 12, Key: []byte("k"), Value: []byte("v\x00\xff binary")},
+			{Timestamp: 13, Value: []byte("hv"), Headers: []Header{
+				{Key: "a", Value: []byte("1")},
+				{Key: "nul", Value: nil},
+				{Key: "empty", Value: []byte{}},
+				{Key: "a", Value: []byte("2")},
+				{Key: "nul", Value: nil},
+				{Key: "with:colon", Value: []byte("x")},
+			}},
+			{Timestamp: -1, Key: []byte("only-key")},
+		}
+		mustAppend(t, s, &Batch{Topic: "fields", Records: recs, ProducerID: -1})
+		want := [][]string{
+			{"ts", "10"},
+			{"ts", "11", "key", "", "value", ""},
+			{"ts", "12", "key", "k", "value", "v\x00\xff binary"},
+			{"ts", "13", "value", "hv", "h:a", "1", "hn:nul", "", "h:empty", "", "h:a", "2", "hn:nul", "", "h:with:colon", "x"},
+			{"ts", "-1", "key", "only-key"},
+		}
+		for i := range want {
+			if got := rawFields(t, s, "fields", 0, int64(i)); !equalStrings(got, want[i]) {
+				t.Errorf("entry %d fields %q, want %q", i, got, want[i])
+			}
+		}
+
+		res := mustRead(t, s, "fields", 0, 0, 100)
+		if res.Offsets != (Offsets{Start: 0, End: 5}) {
+			t.Fatalf("Read offsets %+v", res.Offsets)
+		}
+		if len(res.Records) != len(recs) {
+			t.Fatalf("Read %d records, want %d", len(res.Records), len(recs))
+		}
+		for i, got := range res.Records {
+			checkRecord(t, got, recs[i], int64(i))
+		}
+
+		// From the middle, limited by Count.
+		res = mustRead(t, s, "fields", 0, 2, 2)
+		if !equalInts(offsetsOf(res.Records), []int64{2, 3}) {
+			t.Fatalf("Read(2, count 2) offsets %v", offsetsOf(res.Records))
+		}
+		checkRecord(t, res.Records[0], recs[2], 2)
+		// At the high watermark: nothing yet, offsets still reported.
+		res = mustRead(t, s, "fields", 0, 5, 10)
+		if len(res.Records) != 0 || res.End != 5 {
+			t.Fatalf("Read at HW: %+v", res)
+		}
+		// Count 0 reads only the offsets.
+		res = s.Read(ctx, []ReadRequest{{Topic: "fields", Offset: 0, Count: 0}})[0]
+		if res.Err != nil || len(res.Records) != 0 || res.End != 5 {
+			t.Fatalf("Read count 0: %+v", res)
+		}
+		// An unknown partition reads as empty.
+		res = s.Read(ctx, []ReadRequest{{Topic: "fields", Partition: 9, Offset: 0, Count: 10}})[0]
+		if res.Err != nil || len(res.Records) != 0 || res.Offsets != (Offsets{}) {
+			t.Fatalf("Read unknown partition: %+v", res)
+		}
+	})
+}
+
+func checkRecord(t *testing.T, got, want Record, offset int64) {
+	t.Helper()
+	if got.Offset != offset || got.Timestamp != want.Timestamp {
+		t.Errorf("record %d: offset %d ts %d, want ts %d", offset, got.Offset, got.Timestamp, want.Timestamp)
+	}
+	sameBytes := func(what string, g, w []byte) {
+		if (g == nil) != (w == nil) || !bytes.Equal(g, w) {
+			t.Errorf("record %d %s = %q (nil %v), want %q (nil %v)", offset, what, g, g == nil, w, w == nil)
+		}
+	}
+	sameBytes("key", got.Key, want.Key)
+	sameBytes("value", got.Value, want.Value)
+	if len(got.Headers) != len(want.Headers) {
+		t.Errorf("record %d: %d headers, want %d", offset, len(got.Headers), len(want.Headers))
+		return
+	}
+	for j := range got.Headers {
+		if got.Headers[j].Key != want.Headers[j].Key {
+			t.Errorf("record %d header %d key %q, want %q", offset, j, got.Headers[j].Key, want.Headers[j].Key)
+		}
+		sameBytes(fmt.Sprint("header ", j), got.Headers[j].Value, want.Headers[j].Value)
+	}
+}
+
+func TestLogAppendTime(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		mustCreateTopic(t, s, "lat", 1)
+		mustAppend(t, s, &Batch{Topic: "lat", Records: plain("a", 3), ProducerID: -1, LogAppendTime: 1700000000123})
+		res := mustRead(t, s, "lat", 0, 0, 10)
+		for _, r := range res.Records {
+			if r.Timestamp != 1700000000123 {
+				t.Fatalf("record %d timestamp %d, want the log append time", r.Offset, r.Timestamp)
+			}
+		}
+		off, ts, found, err := s.MaxTimestamp(t.Context(), "lat", 0)
+		if err != nil || !found || off != 0 || ts != 1700000000123 {
+			t.Fatalf("MaxTimestamp = %d, %d, %v, %v", off, ts, found, err)
+		}
+	})
+}
+
+// idem builds an idempotent batch of n records.
+func idem(topic string, pid int64, epoch int16, seq int32, n int) *Batch {
+	return &Batch{Topic: topic, Records: plain(fmt.Sprintf("p%d-e%d-s%d", pid, epoch, seq), n),
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}
+}
+
+func TestIdempotentAppend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "idem", 1)
+		xlen := func() int64 { return s.Client().XLen(ctx, s.keys.stream("idem", 0)).Val() }
+
+		pid, err := s.NewProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid2, _ := s.NewProducerID(ctx); pid2 != pid+1 {
+			t.Fatalf("NewProducerID: %d then %d", pid, pid2)
+		}
+		first := mustAppend(t, s, idem("idem", pid, 0, 0, 3))
+		second := mustAppend(t, s, idem("idem", pid, 0, 3, 2))
+		if first.BaseOffset != 0 || second.BaseOffset != 3 || first.Duplicate || second.Duplicate {
+			t.Fatalf("first %+v second %+v", first, second)
+		}
+		// Retries: the original base offset, nothing stored.
+		for _, tc := range []struct {
+			seq  int32
+			n    int
+			base int64
+		}{{0, 3, 0}, {3, 2, 3}} {
+			res := mustAppend(t, s, idem("idem", pid, 0, tc.seq, tc.n))
+			if !res.Duplicate || res.BaseOffset != tc.base {
+				t.Errorf("retry of seq %d: %+v, want duplicate at %d", tc.seq, res, tc.base)
+			}
+		}
+		if n := xlen(); n != 5 {
+			t.Fatalf("XLEN %d after retries, want 5", n)
+		}
+		// Gaps and overlaps are out of order, and store nothing.
+		for _, b := range []*Batch{idem("idem", pid, 0, 6, 1), idem("idem", pid, 0, 4, 1), idem("idem", pid, 0, 0, 2)} {
+			if res := s.Append(ctx, []*Batch{b})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+				t.Errorf("seq %d: %+v, want ErrOutOfOrderSequence", b.BaseSequence, res)
+			}
+		}
+		// A new epoch must start at 0; afterwards the old epoch is fenced.
+		if res := s.Append(ctx, []*Batch{idem("idem", pid, 1, 5, 1)})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+			t.Errorf("new epoch at seq 5: %+v, want ErrOutOfOrderSequence", res)
+		}
+		if res := mustAppend(t, s, idem("idem", pid, 1, 0, 1)); res.BaseOffset != 5 {
+			t.Errorf("new epoch at seq 0: %+v", res)
+		}
+		if res := s.Append(ctx, []*Batch{idem("idem", pid, 0, 5, 1)})[0]; !errors.Is(res.Err, ErrInvalidEpoch) {
+			t.Errorf("stale epoch: %+v, want ErrInvalidEpoch", res)
+		}
+		// The old epoch's batches are no longer deduplicated against.
+		if res := s.Append(ctx, []*Batch{idem("idem", pid, 0, 0, 3)})[0]; !errors.Is(res.Err, ErrInvalidEpoch) {
+			t.Errorf("retry from the stale epoch: %+v, want ErrInvalidEpoch", res)
+		}
+		// A producer never seen must start at 0.
+		if res := s.Append(ctx, []*Batch{idem("idem", pid+100, 0, 1, 1)})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+			t.Errorf("unknown producer at seq 1: %+v, want ErrOutOfOrderSequence", res)
+		}
+		// Non-idempotent batches are never deduplicated.
+		a := appendOne(t, s, "idem", 0, plain("n", 1)...)
+		b := appendOne(t, s, "idem", 0, plain("n", 1)...)
+		if b != a+1 {
+			t.Errorf("non-idempotent appends at %d then %d", a, b)
+		}
+		if n := xlen(); n != 8 {
+			t.Fatalf("XLEN %d, want 8", n)
+		}
+		if offs, _ := s.PartitionOffsets(ctx, "idem", []int32{0}); offs[0].End != 8 {
+			t.Fatalf("high watermark %d, want 8", offs[0].End)
+		}
+	})
+}
+
+func TestIdempotentLastFiveBatches(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "five", 1)
+		const pid = 42
+		var bases []int64
+		for i := range 6 {
+			bases = append(bases, mustAppend(t, s, idem("five", pid, 3, int32(2*i), 2)).BaseOffset)
+		}
+		// Batches 1..5 (the last five) are recognised; batch 0 is forgotten.
+		for i := 5; i >= 1; i-- {
+			res := mustAppend(t, s, idem("five", pid, 3, int32(2*i), 2))
+			if !res.Duplicate || res.BaseOffset != bases[i] {
+				t.Errorf("retry of batch %d: %+v, want duplicate at %d", i, res, bases[i])
+			}
+		}
+		if res := s.Append(ctx, []*Batch{idem("five", pid, 3, 0, 2)})[0]; res.Duplicate || !errors.Is(res.Err, ErrOutOfOrderSequence) {
+			t.Errorf("retry of the sixth-newest batch: %+v, want ErrOutOfOrderSequence", res)
+		}
+		// Retries left the window alone; a new batch pushes batch 1 out of it.
+		if res := mustAppend(t, s, idem("five", pid, 3, 12, 1)); res.BaseOffset != 12 || res.Duplicate {
+			t.Fatalf("next batch: %+v", res)
+		}
+		if res := s.Append(ctx, []*Batch{idem("five", pid, 3, 2, 2)})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+			t.Errorf("batch 1 after a seventh batch: %+v, want ErrOutOfOrderSequence", res)
+		}
+		if res := mustAppend(t, s, idem("five", pid, 3, 4, 2)); !res.Duplicate || res.BaseOffset != bases[2] {
+			t.Errorf("batch 2 after a seventh batch: %+v, want duplicate", res)
+		}
+		if n := s.Client().XLen(ctx, s.keys.stream("five", 0)).Val(); n != 13 {
+			t.Fatalf("XLEN %d, want 13", n)
+		}
+	})
+}
+
+func TestIdempotentSequenceWrap(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "wrap", 1)
+		const pid = 9
+		// Reaching 2^31 records is not practical: seed the producer state (format: epoch,last seq,...)
+		// as if this producer had written up to sequence 2147483644.
+		if err := s.Client().HSet(ctx, s.keys.producers("wrap", 0), fmt.Sprint(pid), "0,2147483644").Err(); err != nil {
+			t.Fatal(err)
+		}
+		steps := []struct {
+			seq int32
+			n   int
+		}{
+			{2147483645, 3}, // 2147483645..2147483647: ends exactly at MaxInt32
+			{0, 2},          // wraps to 0
+			{2, 1},
+		}
+		for i, st := range steps {
+			if res := mustAppend(t, s, idem("wrap", pid, 0, st.seq, st.n)); res.Duplicate {
+				t.Fatalf("step %d: %+v", i, res)
+			}
+		}
+		// A batch that spans the wrap: 3..(2^31-1) is impossible to reach here, so seed again.
+		if err := s.Client().HSet(ctx, s.keys.producers("wrap", 0), fmt.Sprint(pid+1), "0,2147483646").Err(); err != nil {
+			t.Fatal(err)
+		}
+		spanning := mustAppend(t, s, idem("wrap", pid+1, 0, math.MaxInt32, 3)) // 2147483647, 0, 1
+		if res := mustAppend(t, s, idem("wrap", pid+1, 0, math.MaxInt32, 3)); !res.Duplicate || res.BaseOffset != spanning.BaseOffset {
+			t.Fatalf("retry of the spanning batch: %+v", res)
+		}
+		if res := s.Append(ctx, []*Batch{idem("wrap", pid+1, 0, 0, 1)})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+			t.Fatalf("seq 0 after a batch that ended at 1: %+v", res)
+		}
+		if res := mustAppend(t, s, idem("wrap", pid+1, 0, 2, 1)); res.Duplicate {
+			t.Fatalf("seq 2 after the spanning batch: %+v", res)
+		}
+		if n := s.Client().XLen(ctx, s.keys.stream("wrap", 0)).Val(); n != 10 {
+			t.Fatalf("XLEN %d, want 10", n)
+		}
+	})
+}
+
+func TestConcurrentAppendsStayDense(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "busy", 1)
+		const writers, batches, per = 6, 15, 3
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for b := range batches {
+					recs := plain(fmt.Sprintf("w%d-b%d", w, b), per)
+					res := s.Append(ctx, []*Batch{{Topic: "busy", Records: recs, ProducerID: -1}})[0]
+					if res.Err != nil {
+						t.Error(res.Err)
+						return
+					}
+				}
+			})
+		}
+		// An idempotent producer interleaves with them and must keep its own order.
+		wg.Go(func() {
+			for b := range batches {
+				if res := s.Append(ctx, []*Batch{idem("busy", 77, 0, int32(b*per), per)})[0]; res.Err != nil || res.Duplicate {
+					t.Errorf("idempotent batch %d: %+v", b, res)
+					return
+				}
+			}
+		})
+		wg.Wait()
+		const total = (writers + 1) * batches * per
+		res := mustRead(t, s, "busy", 0, 0, total+10)
+		if !equalInts(offsetsOf(res.Records), seq(0, total)) || res.End != total {
+			t.Fatalf("offsets %v (end %d), want 0..%d", offsetsOf(res.Records), res.End, total-1)
+		}
+		// Each batch landed contiguously and every record exactly once.
+		seen := map[string]bool{}
+		for i := 0; i < total; i += per {
+			for j := range per {
+				v := string(res.Records[i+j].Value)
+				if seen[v] {
+					t.Fatalf("record %q stored twice", v)
+				}
+				seen[v] = true
+				if want := fmt.Sprintf("-%d", j); v[len(v)-len(want):] != want {
+					t.Fatalf("batch at %d is not contiguous: record %d is %q", i, i+j, v)
+				}
+			}
+		}
+		if len(seen) != total {
+			t.Fatalf("%d distinct records, want %d", len(seen), total)
+		}
+	})
+}
+
+func TestDeleteRecords(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "del", 1)
+		appendOne(t, s, "del", 0, plain("r", 10)...)
+		xlen := func() int64 { return s.Client().XLen(ctx, s.keys.stream("del", 0)).Val() }
+
+		start, err := s.DeleteRecords(ctx, "del", 0, 4)
+		if err != nil || start != 4 {
+			t.Fatalf("DeleteRecords(4) = %d, %v", start, err)
+		}
+		if n := xlen(); n != 6 {
+			t.Fatalf("XLEN %d after deleting below 4, want 6", n)
+		}
+		if first := rawEntries(t, s, "del", 0)[0].ID; first != EntryID(4) {
+			t.Fatalf("first remaining entry %s, want %s", first, EntryID(4))
+		}
+		offs, _ := s.PartitionOffsets(ctx, "del", []int32{0})
+		if offs[0] != (Offsets{Start: 4, End: 10}) {
+			t.Fatalf("offsets %+v", offs[0])
+		}
+		for _, from := range []int64{0, 3} {
+			if res := mustRead(t, s, "del", 0, from, 100); len(res.Records) != 0 || res.Start != 4 {
+				t.Errorf("Read below the log start (%d): %d records, start %d", from, len(res.Records), res.Start)
+			}
+		}
+		if res := mustRead(t, s, "del", 0, 4, 100); !equalInts(offsetsOf(res.Records), seq(4, 10)) {
+			t.Fatalf("Read from the log start: %v", offsetsOf(res.Records))
+		}
+		// Moving backwards is a no-op that reports the current start.
+		if start, err := s.DeleteRecords(ctx, "del", 0, 2); err != nil || start != 4 {
+			t.Fatalf("DeleteRecords(2) after 4 = %d, %v", start, err)
+		}
+		if _, err := s.DeleteRecords(ctx, "del", 0, 11); !errors.Is(err, ErrOffsetOutOfRange) {
+			t.Fatalf("DeleteRecords beyond HW: %v, want ErrOffsetOutOfRange", err)
+		}
+		// Appends report the new log start.
+		if res := mustAppend(t, s, &Batch{Topic: "del", Records: plain("s", 2), ProducerID: -1}); res.BaseOffset != 10 || res.LogStartOffset != 4 {
+			t.Fatalf("append after delete: %+v", res)
+		}
+		// -1: up to the high watermark.
+		start, err = s.DeleteRecords(ctx, "del", 0, -1)
+		if err != nil || start != 12 {
+			t.Fatalf("DeleteRecords(-1) = %d, %v, want 12", start, err)
+		}
+		if n := xlen(); n != 0 {
+			t.Fatalf("XLEN %d after deleting everything", n)
+		}
+		if res := mustRead(t, s, "del", 0, 4, 100); len(res.Records) != 0 || res.Offsets != (Offsets{Start: 12, End: 12}) {
+			t.Fatalf("Read after deleting everything: %+v", res)
+		}
+		// The log goes on at the same offsets.
+		if base := appendOne(t, s, "del", 0, plain("t", 1)...); base != 12 {
+			t.Fatalf("append after emptying: base %d, want 12", base)
+		}
+		if res := mustRead(t, s, "del", 0, 12, 10); !equalInts(offsetsOf(res.Records), []int64{12}) {
+			t.Fatalf("read after emptying: %v", offsetsOf(res.Records))
+		}
+	})
+}
+
+func TestOffsetForTime(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "time", 1)
+		if _, _, found, err := s.OffsetForTime(ctx, "time", 0, 0); err != nil || found {
+			t.Fatalf("empty partition: found %v, %v", found, err)
+		}
+		if _, _, found, err := s.MaxTimestamp(ctx, "time", 0); err != nil || found {
+			t.Fatalf("MaxTimestamp of an empty partition: found %v, %v", found, err)
+		}
+		var recs []Record
+		for _, ts := range []int64{100, 300, 200, 400, 250} {
+			recs = append(recs, Record{Timestamp: ts, Value: []byte(fmt.Sprint(ts))})
+		}
+		appendOne(t, s, "time", 0, recs...)
+		type want struct {
+			off, ts int64
+			found   bool
+		}
+		check := func(target int64, w want) {
+			t.Helper()
+			off, ts, found, err := s.OffsetForTime(ctx, "time", 0, target)
+			if err != nil || found != w.found || (found && (off != w.off || ts != w.ts)) {
+				t.Errorf("OffsetForTime(%d) = %d, %d, %v, %v; want %+v", target, off, ts, found, err, w)
+			}
+		}
+		check(0, want{0, 100, true})
+		check(100, want{0, 100, true})
+		check(101, want{1, 300, true})
+		check(250, want{1, 300, true})
+		check(300, want{1, 300, true})
+		check(350, want{3, 400, true})
+		check(400, want{3, 400, true})
+		check(500, want{found: false})
+		if off, ts, found, err := s.MaxTimestamp(ctx, "time", 0); err != nil || !found || off != 3 || ts != 400 {
+			t.Fatalf("MaxTimestamp = %d, %d, %v, %v", off, ts, found, err)
+		}
+		// A later record with the same maximum does not move MaxTimestamp (the first one wins).
+		appendOne(t, s, "time", 0, Record{Timestamp: 400}, Record{Timestamp: 50})
+		if off, ts, _, _ := s.MaxTimestamp(ctx, "time", 0); off != 3 || ts != 400 {
+			t.Fatalf("MaxTimestamp after a tie = %d, %d", off, ts)
+		}
+
+		// Delete past the indexed offset 1 (ts 300): the scan over what remains answers.
+		// Remaining: 2:200 3:400 4:250 5:400 6:50.
+		if _, err := s.DeleteRecords(ctx, "time", 0, 2); err != nil {
+			t.Fatal(err)
+		}
+		check(150, want{2, 200, true})
+		check(250, want{3, 400, true})
+		check(210, want{3, 400, true})
+		check(500, want{found: false})
+		if _, err := s.DeleteRecords(ctx, "time", 0, 4); err != nil {
+			t.Fatal(err)
+		}
+		// Remaining: 4:250 5:400 6:50; index entries 1 (300) and 3 (400) are both gone.
+		check(260, want{5, 400, true})
+		check(0, want{4, 250, true})
+		check(401, want{found: false})
+		if _, err := s.DeleteRecords(ctx, "time", 0, -1); err != nil {
+			t.Fatal(err)
+		}
+		check(0, want{found: false})
+	})
+}
+
+// The scan fallback pages through more than one XRANGE page.
+func TestOffsetForTimeScanPages(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "pages", 1)
+		recs := make([]Record, 2600)
+		for i := range recs {
+			recs[i] = Record{Timestamp: 10}
+		}
+		recs[0].Timestamp = 1000 // indexed at offset 0
+		recs[2500].Timestamp = 999
+		appendOne(t, s, "pages", 0, recs...)
+		if _, err := s.DeleteRecords(ctx, "pages", 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		off, ts, found, err := s.OffsetForTime(ctx, "pages", 0, 500)
+		if err != nil || !found || off != 2500 || ts != 999 {
+			t.Fatalf("OffsetForTime after deleting the indexed record = %d, %d, %v, %v; want 2500, 999", off, ts, found, err)
+		}
+	})
+}
+
+func TestReadManyPartitions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		const parts = 12
+		mustCreateTopic(t, s, "wide", parts)
+		var batches []*Batch
+		var reqs []ReadRequest
+		for p := range int32(parts) {
+			batches = append(batches, &Batch{Topic: "wide", Partition: p, Records: plain(fmt.Sprint("p", p), int(p)+1), ProducerID: -1})
+			reqs = append(reqs, ReadRequest{Topic: "wide", Partition: p, Offset: int64(p) / 2, Count: 100})
+		}
+		for i, res := range s.Append(t.Context(), batches) {
+			if res.Err != nil || res.BaseOffset != 0 {
+				t.Fatalf("partition %d: %+v", i, res)
+			}
+		}
+		for p, res := range s.Read(t.Context(), reqs) {
+			if res.Err != nil || res.End != int64(p)+1 || !equalInts(offsetsOf(res.Records), seq(int64(p)/2, int64(p)+1)) {
+				t.Errorf("partition %d: %+v", p, res)
+			}
+			for _, r := range res.Records {
+				if want := fmt.Sprintf("p%d-%d", p, r.Offset); string(r.Value) != want {
+					t.Errorf("partition %d offset %d: %q, want %q", p, r.Offset, r.Value, want)
+				}
+			}
+		}
+	})
+}
+
+func TestClip(t *testing.T) {
+	recs := func(offs ...int64) []Record {
+		var out []Record
+		for _, o := range offs {
+			out = append(out, Record{Offset: o})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		in   []int64
+		from int64
+		o    Offsets
+		want []int64
+	}{
+		{[]int64{3, 4, 5}, 3, Offsets{3, 6}, []int64{3, 4, 5}},
+		{[]int64{3, 4, 5}, 1, Offsets{3, 6}, nil},            // below the log start
+		{[]int64{1, 2, 3, 4}, 2, Offsets{2, 6}, []int64{2, 3, 4}}, // an untrimmed entry below start is dropped
+		{[]int64{3, 4, 5, 6}, 3, Offsets{3, 5}, []int64{3, 4}},    // appended after the offsets were read
+	} {
+		got := offsetsOf(clip(recs(tc.in...), tc.from, tc.o))
+		if !equalInts(got, tc.want) {
+			t.Errorf("clip(%v, %d, %+v) = %v, want %v", tc.in, tc.from, tc.o, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// appendScript appends one producer batch to a partition: the idempotence check, the XADDs, the time
+// index and the high watermark move in one atomic step on the partition's slot.
+//
+// KEYS: stream, meta, tindex, producers.
+// ARGV: producer id (-1: none), epoch, base sequence, record count, log append time (0: keep the
+// records' own), then per record: timestamp, field-pair count, field, value, ...
+// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code}.
+var appendScript = redis.NewScript(`
+local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local pid, epoch, seq, n, lat = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local m = redis.call('HMGET', meta, 'next', 'start', 'maxts')
+local nxt = tonumber(m[1]) or 0
+local start = tonumber(m[2]) or 0
+local maxts = tonumber(m[3]) or -1
+local kept = {}
+local last = 0
+if pid ~= '-1' then
+  last = (seq + n - 1) % 2147483648
+  local st = redis.call('HGET', prods, pid)
+  local sepoch = -1
+  local slast = -1
+  if st then
+    local parts = {}
+    for p in string.gmatch(st, '[^,]+') do parts[#parts + 1] = p end
+    sepoch, slast = tonumber(parts[1]), tonumber(parts[2])
+    if epoch < sepoch then return {-1, 47} end
+    if epoch == sepoch then
+      for i = 3, #parts do
+        local f, l, o = string.match(parts[i], '(%d+):(%d+):(%d+)')
+        if tonumber(f) == seq and tonumber(l) == last then return {tonumber(o), start, 1} end
+        if #kept < 4 then kept[#kept + 1] = parts[i] end
+      end
+    end
+  end
+  if epoch == sepoch then
+    if seq ~= (slast + 1) % 2147483648 then return {-1, 45} end
+  elseif seq ~= 0 then
+    return {-1, 45}
+  end
+end
+local base = nxt
+local i = 6
+for r = 1, n do
+  local ts = ARGV[i]
+  local nf = tonumber(ARGV[i + 1])
+  if lat ~= '0' then ts = lat end
+  local id = string.format('0-%d', nxt + 1)
+  if nf > 0 then
+    redis.call('XADD', stream, id, 'ts', ts, unpack(ARGV, i + 2, i + 1 + 2 * nf))
+  else
+    redis.call('XADD', stream, id, 'ts', ts)
+  end
+  local tsn = tonumber(ts)
+  if tsn > maxts then
+    maxts = tsn
+    redis.call('ZADD', tindex, ts, string.format('%d', nxt))
+  end
+  nxt = nxt + 1
+  i = i + 2 + 2 * nf
+end
+redis.call('HSET', meta, 'next', string.format('%d', nxt), 'maxts', string.format('%d', maxts))
+if pid ~= '-1' then
+  local st = string.format('%d,%d,%d:%d:%d', epoch, last, seq, last, base)
+  for _, b in ipairs(kept) do st = st .. ',' .. b end
+  redis.call('HSET', prods, pid, st)
+end
+return {base, start, 0}
+`)
+
+// deleteRecordsScript moves a partition's log start offset forward and trims the stream below it.
+// KEYS: stream, meta. ARGV: new log start offset (-1: the high watermark).
+// Returns the new log start offset, or -1 when the offset is beyond the high watermark.
+// XTRIM MINID needs Redis 6.2; older servers get an XRANGE + XDEL loop with the same effect.
+var deleteRecordsScript = redis.NewScript(`
+local m = redis.call('HMGET', KEYS[2], 'next', 'start')
+local nxt = tonumber(m[1]) or 0
+local start = tonumber(m[2]) or 0
+local want = tonumber(ARGV[1])
+if want < 0 then want = nxt end
+if want > nxt then return -1 end
+if want > start then
+  if not pcall(redis.call, 'XTRIM', KEYS[1], 'MINID', string.format('0-%d', want + 1)) then
+    local last = string.format('0-%d', want)
+    while true do
+      local ents = redis.call('XRANGE', KEYS[1], '-', last, 'COUNT', 1000)
+      if #ents == 0 then break end
+      local ids = {}
+      for _, e in ipairs(ents) do ids[#ids + 1] = e[1] end
+      redis.call('XDEL', KEYS[1], unpack(ids))
+    end
+  end
+  redis.call('HSET', KEYS[2], 'start', string.format('%d', want))
+  start = want
+end
+return start
+`)
+
+// commitStreamScript keeps the Redis consumer group named after a Kafka group in step with a commit of
+// offset N: created if missing, last-delivered-id 0-N, entries-read N, every pending entry below N acked.
+// KEYS: stream. ARGV: group, N. Returns the number of entries acknowledged.
+//
+// Each step tries the Redis 7 form first and degrades: without ENTRIESREAD (Redis < 7) the group's
+// entries-read and lag are unknown; without XGROUP SETID (the embedded store) the group is destroyed and
+// recreated at 0-N, which also drops its pending entries and consumers.
+var commitStreamScript = redis.NewScript(`
+local stream, group, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local id = string.format('0-%d', n)
+if not pcall(redis.call, 'XGROUP', 'CREATE', stream, group, id, 'MKSTREAM', 'ENTRIESREAD', n)
+  and not pcall(redis.call, 'XGROUP', 'SETID', stream, group, id, 'ENTRIESREAD', n)
+  and not pcall(redis.call, 'XGROUP', 'CREATE', stream, group, id, 'MKSTREAM')
+  and not pcall(redis.call, 'XGROUP', 'SETID', stream, group, id) then
+  redis.call('XGROUP', 'DESTROY', stream, group)
+  redis.call('XGROUP', 'CREATE', stream, group, id)
+end
+local acked = 0
+if n > 0 then
+  while true do
+    local pend = redis.call('XPENDING', stream, group, '-', id, 1000)
+    if #pend == 0 then break end
+    local ids = {}
+    for _, e in ipairs(pend) do ids[#ids + 1] = e[1] end
+    acked = acked + redis.call('XACK', stream, group, unpack(ids))
+    if #pend < 1000 then break end
+  end
+end
+return acked
+`)

@@ -1,0 +1,156 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configures a Store. The zero value of every field but Addrs has a usable default.
+type Options struct {
+	Addrs          []string // empty: an embedded in-process store (data lives in memory only)
+	Cluster        bool     // Redis Cluster: Addrs are seeds
+	Username       string
+	Password       string
+	DB             int
+	Namespace      string        // key prefix, default "kgate"
+	DialTimeout    time.Duration // default 2s
+	CommandTimeout time.Duration // default 5s; bounds every call that arrives without a deadline
+	PoolSize       int           // 0: go-redis default
+
+	// WaitReplicas, when > 0, makes appends with WaitDurable wait (WAIT) for that many replicas.
+	WaitReplicas int
+	// WaitAOF makes appends with WaitDurable wait (WAITAOF) for the primary's AOF fsync.
+	WaitAOF     bool
+	WaitTimeout time.Duration // default 1s
+}
+
+func (o *Options) fillDefaults() {
+	if o.Namespace == "" {
+		o.Namespace = "kgate"
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 2 * time.Second
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = 5 * time.Second
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = time.Second
+	}
+}
+
+// Store is kgate's view of Redis. It is safe for concurrent use.
+type Store struct {
+	rdb      redis.UniversalClient
+	opts     Options
+	keys     keys
+	embedded *miniredis.Miniredis
+}
+
+// Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	opts.fillDefaults()
+	s := &Store{opts: opts, keys: keys{ns: opts.Namespace}}
+	addrs := opts.Addrs
+	if len(addrs) == 0 {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("redisstore: start embedded store: %w", err)
+		}
+		s.embedded = m
+		addrs = []string{m.Addr()}
+	}
+	uo := &redis.UniversalOptions{
+		Addrs:                 addrs,
+		Username:              opts.Username,
+		Password:              opts.Password,
+		DB:                    opts.DB,
+		DialTimeout:           opts.DialTimeout,
+		ReadTimeout:           opts.CommandTimeout,
+		WriteTimeout:          opts.CommandTimeout,
+		ContextTimeoutEnabled: true,
+		PoolSize:              opts.PoolSize,
+		IsClusterMode:         opts.Cluster,
+		MaxRetries:            2,
+	}
+	if opts.Cluster {
+		s.rdb = redis.NewClusterClient(uo.Cluster())
+	} else {
+		s.rdb = redis.NewClient(uo.Simple())
+	}
+	pctx, cancel := context.WithTimeout(ctx, opts.DialTimeout+opts.CommandTimeout)
+	defer cancel()
+	if err := s.rdb.Ping(pctx).Err(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("redisstore: ping %s: %w", strings.Join(addrs, ","), err)
+	}
+	return s, nil
+}
+
+// Embedded reports whether the store keeps its data in process memory.
+func (s *Store) Embedded() bool { return s.embedded != nil }
+
+// Namespace returns the key prefix.
+func (s *Store) Namespace() string { return s.opts.Namespace }
+
+// Close releases the Redis connections (and the embedded store).
+func (s *Store) Close() error {
+	err := s.rdb.Close()
+	if s.embedded != nil {
+		s.embedded.Close()
+	}
+	return err
+}
+
+// Ping checks Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.rdb.Ping(ctx).Err()
+}
+
+// Info describes the Redis behind the store.
+type Info struct {
+	Mode    string // "standalone", "cluster" or "embedded"
+	Version string
+}
+
+// Info reports the Redis mode and server version.
+func (s *Store) Info(ctx context.Context) (Info, error) {
+	info := Info{Mode: "standalone"}
+	switch {
+	case s.embedded != nil:
+		return Info{Mode: "embedded", Version: "miniredis"}, nil
+	case s.opts.Cluster:
+		info.Mode = "cluster"
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	txt, err := s.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return info, err
+	}
+	for _, line := range strings.Split(txt, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			info.Version = v
+			break
+		}
+	}
+	return info, nil
+}
+
+// bound gives ctx the store's command timeout unless it already has an earlier deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.opts.CommandTimeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.opts.CommandTimeout)
+}
+
+// Client exposes the underlying client for tests and the benchmark's raw-Redis baseline.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }

@@ -1,0 +1,185 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Topic is a registry entry shared by every gateway.
+type Topic struct {
+	Name       string            `json:"-"`
+	ID         [16]byte          `json:"id"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+	Created    int64             `json:"created"` // epoch ms
+}
+
+// CreateTopic registers t; ErrTopicExists when the name is taken.
+func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
+	if t.Partitions < 1 {
+		return ErrInvalidPartitions
+	}
+	buf, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	ok, err := s.rdb.HSetNX(ctx, s.keys.topics(), t.Name, buf).Result()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrTopicExists
+	}
+	return nil
+}
+
+// Topics returns every registered topic by name.
+func (s *Store) Topics(ctx context.Context) (map[string]Topic, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	all, err := s.rdb.HGetAll(ctx, s.keys.topics()).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Topic, len(all))
+	for name, raw := range all {
+		var t Topic
+		if err := json.Unmarshal([]byte(raw), &t); err != nil {
+			continue // a foreign or damaged entry is not a topic
+		}
+		t.Name = name
+		out[name] = t
+	}
+	return out, nil
+}
+
+// TopicNames returns the registered names, sorted.
+func TopicNames(m map[string]Topic) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Topic returns one topic or ErrUnknownTopic.
+func (s *Store) Topic(ctx context.Context, name string) (Topic, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
+	if err == redis.Nil {
+		return Topic{}, ErrUnknownTopic
+	}
+	if err != nil {
+		return Topic{}, err
+	}
+	var t Topic
+	if err := json.Unmarshal([]byte(raw), &t); err != nil {
+		return Topic{}, fmt.Errorf("redisstore: topic %q: %w", name, err)
+	}
+	t.Name = name
+	return t, nil
+}
+
+// DeleteTopic removes the topic's partition keys, then its registry entry, so a topic recreated under
+// the same name never sees old records.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	t, err := s.Topic(ctx, name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	for p := int32(0); p < t.Partitions; p++ {
+		// One DEL per slot: a partition's keys share a hash tag.
+		pipe.Del(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	return s.rdb.HDel(ctx, s.keys.topics(), name).Err()
+}
+
+// setPartitionsScript grows a topic's partition count atomically (never shrinks).
+var setPartitionsScript = redis.NewScript(`
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return -1 end
+local old = tonumber(string.match(raw, '"partitions":(%d+)'))
+local want = tonumber(ARGV[2])
+if not old or want <= old then return -2 end
+raw = string.gsub(raw, '"partitions":%d+', '"partitions":' .. ARGV[2], 1)
+redis.call('HSET', KEYS[1], ARGV[1], raw)
+return old
+`)
+
+// SetPartitions grows topic name to n partitions. ErrInvalidPartitions when n is not larger.
+func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	// The script edits the JSON text in place: cjson would reformat large integers with exponents.
+	res, err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, n).Int64()
+	if err != nil {
+		return err
+	}
+	switch res {
+	case -1:
+		return ErrUnknownTopic
+	case -2:
+		return ErrInvalidPartitions
+	}
+	return nil
+}
+
+// casTopicScript replaces a registry entry only if it still holds the text the caller read.
+// KEYS: topics. ARGV: name, expected JSON, new JSON. Returns 1 when replaced, 0 when the entry changed
+// meanwhile, -1 when it is gone.
+var casTopicScript = redis.NewScript(`
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return -1 end
+if raw ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+`)
+
+// SetTopicConfigs replaces a topic's configs. The entry is compared and swapped, so a concurrent
+// SetPartitions (or DeleteTopic) on another gateway is never undone by writing back a stale copy.
+func (s *Store) SetTopicConfigs(ctx context.Context, name string, configs map[string]string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	for {
+		raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
+		if err == redis.Nil {
+			return ErrUnknownTopic
+		}
+		if err != nil {
+			return err
+		}
+		var t Topic
+		if err := json.Unmarshal([]byte(raw), &t); err != nil {
+			return fmt.Errorf("redisstore: topic %q: %w", name, err)
+		}
+		t.Configs = configs
+		buf, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		res, err := casTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, raw, buf).Int64()
+		switch {
+		case err != nil:
+			return err
+		case res < 0:
+			return ErrUnknownTopic
+		case res > 0:
+			return nil
+		}
+		// Changed under us: read it again. ctx bounds the loop.
+	}
+}

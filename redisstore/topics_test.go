@@ -1,0 +1,175 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestTopics(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		id := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+		// A creation time past 2^53 / 1000 would lose digits if anything re-encoded the JSON as a float.
+		want := Topic{Name: "orders.v1", ID: id, Partitions: 3, Configs: map[string]string{"retention.ms": "1000"},
+			Created: 1732912345678}
+		if err := s.CreateTopic(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateTopic(ctx, Topic{Name: "orders.v1", Partitions: 9}); !errors.Is(err, ErrTopicExists) {
+			t.Fatalf("duplicate CreateTopic: %v, want ErrTopicExists", err)
+		}
+		for _, n := range []int32{0, -1} {
+			if err := s.CreateTopic(ctx, Topic{Name: "bad", Partitions: n}); !errors.Is(err, ErrInvalidPartitions) {
+				t.Errorf("CreateTopic with %d partitions: %v, want ErrInvalidPartitions", n, err)
+			}
+		}
+		mustCreateTopic(t, s, "other", 1)
+
+		got, err := s.Topic(ctx, "orders.v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Name != want.Name || got.ID != want.ID || got.Partitions != 3 || got.Created != want.Created ||
+			got.Configs["retention.ms"] != "1000" || len(got.Configs) != 1 {
+			t.Fatalf("Topic = %+v, want %+v", got, want)
+		}
+		if _, err := s.Topic(ctx, "nope"); !errors.Is(err, ErrUnknownTopic) {
+			t.Fatalf("Topic(nope): %v, want ErrUnknownTopic", err)
+		}
+		all, err := s.Topics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names := strings.Join(TopicNames(all), ","); names != "orders.v1,other" {
+			t.Fatalf("TopicNames = %s", names)
+		}
+		if all["orders.v1"].Name != "orders.v1" || all["orders.v1"].Partitions != 3 {
+			t.Fatalf("Topics[orders.v1] = %+v", all["orders.v1"])
+		}
+
+		// Grow, never shrink; the rest of the entry is untouched.
+		if err := s.SetPartitions(ctx, "orders.v1", 5); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int32{5, 4, 1} {
+			if err := s.SetPartitions(ctx, "orders.v1", n); !errors.Is(err, ErrInvalidPartitions) {
+				t.Errorf("SetPartitions(%d) from 5: %v, want ErrInvalidPartitions", n, err)
+			}
+		}
+		if err := s.SetPartitions(ctx, "nope", 5); !errors.Is(err, ErrUnknownTopic) {
+			t.Errorf("SetPartitions(nope): %v, want ErrUnknownTopic", err)
+		}
+		got, err = s.Topic(ctx, "orders.v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Partitions != 5 || got.Created != want.Created || got.ID != id || got.Configs["retention.ms"] != "1000" {
+			t.Fatalf("after SetPartitions: %+v", got)
+		}
+		raw, err := s.Client().HGet(ctx, s.keys.topics(), "orders.v1").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(raw, `"created":1732912345678`) || !strings.Contains(raw, `"partitions":5`) {
+			t.Fatalf("registry entry %s", raw)
+		}
+
+		if err := s.SetTopicConfigs(ctx, "orders.v1", map[string]string{"cleanup.policy": "delete"}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = s.Topic(ctx, "orders.v1")
+		if got.Configs["cleanup.policy"] != "delete" || len(got.Configs) != 1 || got.Partitions != 5 || got.Created != want.Created {
+			t.Fatalf("after SetTopicConfigs: %+v", got)
+		}
+		if err := s.SetTopicConfigs(ctx, "nope", nil); !errors.Is(err, ErrUnknownTopic) {
+			t.Fatalf("SetTopicConfigs(nope): %v, want ErrUnknownTopic", err)
+		}
+	})
+}
+
+// SetTopicConfigs must not write back a partition count another gateway has grown meanwhile.
+func TestSetTopicConfigsKeepsConcurrentGrowth(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "grow", 1)
+		const final = 40
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for n := int32(2); n <= final; n++ {
+				if err := s.SetPartitions(ctx, "grow", n); err != nil {
+					t.Errorf("SetPartitions(%d): %v", n, err)
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for i := range final {
+				if err := s.SetTopicConfigs(ctx, "grow", map[string]string{"i": fmt.Sprint(i)}); err != nil {
+					t.Errorf("SetTopicConfigs: %v", err)
+					return
+				}
+			}
+		})
+		wg.Wait()
+		got, err := s.Topic(ctx, "grow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Partitions != final || got.Configs["i"] != fmt.Sprint(final-1) {
+			t.Fatalf("after concurrent updates: partitions %d configs %v; want %d, i=%d", got.Partitions, got.Configs, final, final-1)
+		}
+	})
+}
+
+func TestDeleteTopic(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "doomed", 2)
+		mustCreateTopic(t, s, "kept", 1)
+		for p := int32(0); p < 2; p++ {
+			mustAppend(t, s, &Batch{Topic: "doomed", Partition: p, Records: plain("v", 3), ProducerID: 7})
+		}
+		appendOne(t, s, "kept", 0, plain("k", 1)...)
+		var partKeys []string
+		for p := int32(0); p < 2; p++ {
+			partKeys = append(partKeys, s.keys.stream("doomed", p), s.keys.meta("doomed", p),
+				s.keys.tindex("doomed", p), s.keys.producers("doomed", p))
+		}
+		for _, k := range partKeys {
+			if n := s.Client().Exists(ctx, k).Val(); n != 1 {
+				t.Fatalf("before DeleteTopic: EXISTS %s = %d", k, n)
+			}
+		}
+		if err := s.DeleteTopic(ctx, "doomed"); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range partKeys {
+			if n, err := s.Client().Exists(ctx, k).Result(); err != nil || n != 0 {
+				t.Errorf("after DeleteTopic: EXISTS %s = %d, %v", k, n, err)
+			}
+		}
+		if s.Client().HExists(ctx, s.keys.topics(), "doomed").Val() {
+			t.Error("registry entry survived DeleteTopic")
+		}
+		if _, err := s.Topic(ctx, "doomed"); !errors.Is(err, ErrUnknownTopic) {
+			t.Errorf("Topic after delete: %v", err)
+		}
+		if err := s.DeleteTopic(ctx, "doomed"); !errors.Is(err, ErrUnknownTopic) {
+			t.Errorf("second DeleteTopic: %v, want ErrUnknownTopic", err)
+		}
+		if n := s.Client().Exists(ctx, s.keys.stream("kept", 0)).Val(); n != 1 {
+			t.Error("DeleteTopic removed another topic's stream")
+		}
+		// Recreated under the same name, the topic starts empty at offset 0.
+		mustCreateTopic(t, s, "doomed", 1)
+		if base := appendOne(t, s, "doomed", 0, plain("new", 1)...); base != 0 {
+			t.Fatalf("recreated topic: first base offset %d", base)
+		}
+		if res := mustRead(t, s, "doomed", 0, 0, 10); len(res.Records) != 1 || string(res.Records[0].Value) != "new-0" {
+			t.Fatalf("recreated topic reads %+v", res.Records)
+		}
+	})
+}
