@@ -14,14 +14,16 @@ func partTag(topic string, partition int32) string {
 	return "{" + topic + ":" + strconv.Itoa(int(partition)) + "}"
 }
 
-func (k keys) stream(topic string, p int32) string    { return k.ns + ":stream:" + partTag(topic, p) }
-func (k keys) meta(topic string, p int32) string      { return k.ns + ":meta:" + partTag(topic, p) }
-func (k keys) tindex(topic string, p int32) string    { return k.ns + ":tindex:" + partTag(topic, p) }
-func (k keys) producers(topic string, p int32) string { return k.ns + ":producers:" + partTag(topic, p) }
-func (k keys) topics() string                         { return k.ns + ":topics" }
-func (k keys) producerID() string                     { return k.ns + ":producer-id" }
-func (k keys) groups() string                         { return k.ns + ":groups" }
-func (k keys) gateways() string                       { return k.ns + ":gateways" }
+func (k keys) stream(topic string, p int32) string { return k.ns + ":stream:" + partTag(topic, p) }
+func (k keys) meta(topic string, p int32) string   { return k.ns + ":meta:" + partTag(topic, p) }
+func (k keys) tindex(topic string, p int32) string { return k.ns + ":tindex:" + partTag(topic, p) }
+func (k keys) producers(topic string, p int32) string {
+	return k.ns + ":producers:" + partTag(topic, p)
+}
+func (k keys) topics() string     { return k.ns + ":topics" }
+func (k keys) producerID() string { return k.ns + ":producer-id" }
+func (k keys) groups() string     { return k.ns + ":groups" }
+func (k keys) gateways() string   { return k.ns + ":gateways" }
 
 // GroupTag is the hash tag shared by a group's offset hashes: 8 lowercase hex digits of FNV-1a-32.
 func GroupTag(group string) string {

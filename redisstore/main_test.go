@@ -95,6 +95,17 @@ func forEachBackend(t *testing.T, f func(t *testing.T, s *Store)) {
 	}
 }
 
+// forEachStore is forEachBackend plus the embedded store ("embedded"), for the flows the embedded
+// store must support too. The embedded subtest runs even with KGATE_SKIP_REDIS=1.
+func forEachStore(t *testing.T, f func(t *testing.T, s *Store)) {
+	t.Helper()
+	forEachBackend(t, f)
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		f(t, openEmbedded(t))
+	})
+}
+
 // openEmbedded opens the in-process store.
 func openEmbedded(t *testing.T) *Store {
 	t.Helper()

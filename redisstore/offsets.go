@@ -226,7 +226,9 @@ func (s *Store) Groups(ctx context.Context) ([]string, error) {
 }
 
 // StreamKey is the Redis key of a partition's stream (the field name in the offset hashes).
-func (s *Store) StreamKey(topic string, partition int32) string { return s.keys.stream(topic, partition) }
+func (s *Store) StreamKey(topic string, partition int32) string {
+	return s.keys.stream(topic, partition)
+}
 
 // OffsetKeys names a group's canonical, sidecar and metadata hashes.
 func (s *Store) OffsetKeys(group string) (canonical, sidecar, metadata string) {

@@ -51,7 +51,7 @@ func equalStrings(a, b []string) bool {
 }
 
 func TestAppendDenseOffsets(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "dense", 2)
 		var next int64
@@ -97,7 +97,7 @@ func TestAppendDenseOffsets(t *testing.T) {
 }
 
 func TestAppendFieldsAndRead(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "fields", 1)
 		recs := []Record{
@@ -188,7 +188,7 @@ func checkRecord(t *testing.T, got, want Record, offset int64) {
 }
 
 func TestLogAppendTime(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		mustCreateTopic(t, s, "lat", 1)
 		mustAppend(t, s, &Batch{Topic: "lat", Records: plain("a", 3), ProducerID: -1, LogAppendTime: 1700000000123})
 		res := mustRead(t, s, "lat", 0, 0, 10)
@@ -211,7 +211,7 @@ func idem(topic string, pid int64, epoch int16, seq int32, n int) *Batch {
 }
 
 func TestIdempotentAppend(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "idem", 1)
 		xlen := func() int64 { return s.Client().XLen(ctx, s.keys.stream("idem", 0)).Val() }
@@ -282,7 +282,7 @@ func TestIdempotentAppend(t *testing.T) {
 }
 
 func TestIdempotentLastFiveBatches(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "five", 1)
 		const pid = 42
@@ -317,7 +317,7 @@ func TestIdempotentLastFiveBatches(t *testing.T) {
 }
 
 func TestIdempotentSequenceWrap(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "wrap", 1)
 		const pid = 9
@@ -360,7 +360,7 @@ func TestIdempotentSequenceWrap(t *testing.T) {
 }
 
 func TestConcurrentAppendsStayDense(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "busy", 1)
 		const writers, batches, per = 6, 15, 3
@@ -413,7 +413,7 @@ func TestConcurrentAppendsStayDense(t *testing.T) {
 }
 
 func TestDeleteRecords(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "del", 1)
 		appendOne(t, s, "del", 0, plain("r", 10)...)
@@ -474,7 +474,7 @@ func TestDeleteRecords(t *testing.T) {
 }
 
 func TestOffsetForTime(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "time", 1)
 		if _, _, found, err := s.OffsetForTime(ctx, "time", 0, 0); err != nil || found {
@@ -541,7 +541,7 @@ func TestOffsetForTime(t *testing.T) {
 
 // The scan fallback pages through more than one XRANGE page.
 func TestOffsetForTimeScanPages(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "pages", 1)
 		recs := make([]Record, 2600)
@@ -562,7 +562,7 @@ func TestOffsetForTimeScanPages(t *testing.T) {
 }
 
 func TestReadManyPartitions(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		const parts = 12
 		mustCreateTopic(t, s, "wide", parts)
 		var batches []*Batch
@@ -604,7 +604,7 @@ func TestClip(t *testing.T) {
 		want []int64
 	}{
 		{[]int64{3, 4, 5}, 3, Offsets{3, 6}, []int64{3, 4, 5}},
-		{[]int64{3, 4, 5}, 1, Offsets{3, 6}, nil},            // below the log start
+		{[]int64{3, 4, 5}, 1, Offsets{3, 6}, nil},                 // below the log start
 		{[]int64{1, 2, 3, 4}, 2, Offsets{2, 6}, []int64{2, 3, 4}}, // an untrimmed entry below start is dropped
 		{[]int64{3, 4, 5, 6}, 3, Offsets{3, 5}, []int64{3, 4}},    // appended after the offsets were read
 	} {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestTopics(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		id := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 		// A creation time past 2^53 / 1000 would lose digits if anything re-encoded the JSON as a float.
@@ -92,7 +92,7 @@ func TestTopics(t *testing.T) {
 
 // SetTopicConfigs must not write back a partition count another gateway has grown meanwhile.
 func TestSetTopicConfigsKeepsConcurrentGrowth(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "grow", 1)
 		const final = 40
@@ -125,7 +125,7 @@ func TestSetTopicConfigsKeepsConcurrentGrowth(t *testing.T) {
 }
 
 func TestDeleteTopic(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "doomed", 2)
 		mustCreateTopic(t, s, "kept", 1)

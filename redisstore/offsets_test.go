@@ -1,0 +1,333 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisGroup returns the XINFO GROUPS entry of group on a partition stream (found false when absent).
+func redisGroup(t *testing.T, s *Store, topic string, p int32, group string) (redis.XInfoGroup, bool) {
+	t.Helper()
+	gs, err := s.Client().XInfoGroups(t.Context(), s.keys.stream(topic, p)).Result()
+	if err != nil && !strings.Contains(err.Error(), "no such key") {
+		t.Fatalf("XINFO GROUPS: %v", err)
+	}
+	for _, g := range gs {
+		if g.Name == group {
+			return g, true
+		}
+	}
+	return redis.XInfoGroup{}, false
+}
+
+func mustCommit(t *testing.T, s *Store, group string, now time.Time, commits ...OffsetCommit) {
+	t.Helper()
+	for i, err := range s.CommitOffsets(t.Context(), group, commits, now) {
+		if err != nil {
+			t.Fatalf("CommitOffsets %+v: %v", commits[i], err)
+		}
+	}
+}
+
+func mustCommitted(t *testing.T, s *Store, group string) map[string]Committed {
+	t.Helper()
+	cs, err := s.CommittedOffsets(t.Context(), group)
+	if err != nil {
+		t.Fatalf("CommittedOffsets: %v", err)
+	}
+	out := map[string]Committed{}
+	for i, c := range cs {
+		if i > 0 && (cs[i-1].Topic > c.Topic || cs[i-1].Topic == c.Topic && cs[i-1].Partition >= c.Partition) {
+			t.Errorf("CommittedOffsets not sorted: %+v", cs)
+		}
+		out[fmt.Sprintf("%s/%d", c.Topic, c.Partition)] = c
+	}
+	return out
+}
+
+func TestCommitOffsets(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		rdb := s.Client()
+		const group = "billing.consumers"
+		mustCreateTopic(t, s, "c", 2)
+		appendOne(t, s, "c", 0, plain("r", 5)...)
+		canon, side, meta := s.OffsetKeys(group)
+		f0, f1 := s.StreamKey("c", 0), s.StreamKey("c", 1)
+
+		now := time.Now()
+		mustCommit(t, s, group, now,
+			OffsetCommit{Topic: "c", Partition: 0, Offset: 3, Metadata: "m0"},
+			OffsetCommit{Topic: "c", Partition: 1, Offset: 0}) // partition 1 has no stream yet
+		if v := rdb.HGet(ctx, canon, f0).Val(); v != "3" {
+			t.Fatalf("canonical %s = %q, want \"3\"", f0, v)
+		}
+		if v := rdb.HGet(ctx, canon, f1).Val(); v != "0" {
+			t.Fatalf("canonical %s = %q, want \"0\"", f1, v)
+		}
+		sc := rdb.HGet(ctx, side, f0).Val()
+		o, ms, ok := strings.Cut(sc, "|")
+		msN, err := strconv.ParseInt(ms, 10, 64)
+		if !ok || o != "3" || err != nil || time.Since(time.UnixMilli(msN)).Abs() > time.Second {
+			t.Fatalf("sidecar %q, want \"3|<now ms>\"", sc)
+		}
+		if v := rdb.HGet(ctx, meta, f0).Val(); v != "m0" {
+			t.Fatalf("metadata %q", v)
+		}
+		if rdb.HExists(ctx, meta, f1).Val() {
+			t.Fatal("empty metadata was stored")
+		}
+
+		// The Redis consumer group mirrors the commit.
+		// (The embedded store reports neither entries-read nor a true lag.)
+		real := !s.Embedded()
+		g, ok := redisGroup(t, s, "c", 0, group)
+		if !ok || g.LastDeliveredID != "0-3" || g.Pending != 0 || real && (g.EntriesRead != 3 || g.Lag != 2) {
+			t.Fatalf("XINFO GROUPS c/0: %+v (found %v); want last-delivered-id 0-3, entries-read 3, lag 2", g, ok)
+		}
+		if g, ok := redisGroup(t, s, "c", 1, group); !ok || g.LastDeliveredID != "0-0" || real && g.EntriesRead != 0 {
+			t.Fatalf("XINFO GROUPS c/1: %+v (found %v)", g, ok)
+		}
+
+		cs := mustCommitted(t, s, group)
+		c0 := cs["c/0"]
+		if len(cs) != 2 || c0.Offset != 3 || c0.Metadata != "m0" || c0.SidecarOffset != 3 || c0.CommitTime != now.UnixMilli() {
+			t.Fatalf("CommittedOffsets = %+v", cs)
+		}
+		if c1 := cs["c/1"]; c1.Offset != 0 || c1.Metadata != "" || c1.SidecarOffset != 0 {
+			t.Fatalf("CommittedOffsets c/1 = %+v", c1)
+		}
+
+		// Moving on: the group follows, empty metadata clears, lag shrinks.
+		later := now.Add(time.Minute)
+		mustCommit(t, s, group, later, OffsetCommit{Topic: "c", Partition: 0, Offset: 5})
+		if rdb.HExists(ctx, meta, f0).Val() {
+			t.Fatal("empty metadata did not clear the old one")
+		}
+		if g, _ := redisGroup(t, s, "c", 0, group); g.LastDeliveredID != "0-5" || real && (g.EntriesRead != 5 || g.Lag != 0) {
+			t.Fatalf("after commit 5: %+v", g)
+		}
+		if c0 := mustCommitted(t, s, group)["c/0"]; c0.Offset != 5 || c0.CommitTime != later.UnixMilli() || c0.Metadata != "" {
+			t.Fatalf("after commit 5: %+v", c0)
+		}
+
+		// A zero time writes no timestamp and clears the sidecar.
+		mustCommit(t, s, group, time.Time{}, OffsetCommit{Topic: "c", Partition: 0, Offset: 1})
+		if rdb.HExists(ctx, side, f0).Val() {
+			t.Fatal("untimestamped commit left a sidecar entry")
+		}
+		if c0 := mustCommitted(t, s, group)["c/0"]; c0.Offset != 1 || c0.CommitTime != -1 || c0.SidecarOffset != -1 {
+			t.Fatalf("after untimestamped commit: %+v", c0)
+		}
+		if g, _ := redisGroup(t, s, "c", 0, group); g.LastDeliveredID != "0-1" || real && g.Lag != 4 {
+			t.Fatalf("after rewinding to 1: %+v", g)
+		}
+	})
+}
+
+// A Redis-native consumer in the group reads entries; a Kafka commit acknowledges them.
+func TestCommitAcknowledgesNativeReads(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		const group, n = "native", 1205 // more than one XPENDING page of the commit script
+		mustCreateTopic(t, s, "nat", 1)
+		appendOne(t, s, "nat", 0, plain("r", n)...)
+		key := s.StreamKey("nat", 0)
+		mustCommit(t, s, group, time.Now(), OffsetCommit{Topic: "nat", Offset: 0})
+		streams, err := s.Client().XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: group, Consumer: "worker-1", Streams: []string{key, ">"}, Count: 2 * n,
+		}).Result()
+		if err != nil || len(streams) != 1 || len(streams[0].Messages) != n {
+			t.Fatalf("XREADGROUP: %v, %v", streams, err)
+		}
+		if p := s.Client().XPending(ctx, key, group).Val(); p.Count != n {
+			t.Fatalf("pending %d after XREADGROUP, want %d", p.Count, n)
+		}
+		mustCommit(t, s, group, time.Now(), OffsetCommit{Topic: "nat", Offset: n - 2})
+		below, err := s.Client().XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: key, Group: group, Start: "-", End: EntryID(n - 3), Count: 10,
+		}).Result()
+		if err != nil || len(below) != 0 {
+			t.Fatalf("XPENDING below the committed offset: %v, %v; want none", below, err)
+		}
+		p := s.Client().XPending(ctx, key, group).Val()
+		if p.Count != 2 || p.Lower != EntryID(n-2) || p.Higher != EntryID(n-1) {
+			t.Fatalf("XPENDING after commit %d: %+v; want the last two entries", n-2, p)
+		}
+		if g, _ := redisGroup(t, s, "nat", 0, group); g.LastDeliveredID != fmt.Sprintf("0-%d", n-2) || g.EntriesRead != n-2 {
+			t.Fatalf("group after commit: %+v", g)
+		}
+	})
+}
+
+func TestCommittedSidecar(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		rdb := s.Client()
+		const group = "sidecar"
+		mustCreateTopic(t, s, "sc", 1)
+		appendOne(t, s, "sc", 0, plain("r", 10)...)
+		now := time.Now()
+		mustCommit(t, s, group, now, OffsetCommit{Topic: "sc", Offset: 3})
+		canon, side, _ := s.OffsetKeys(group)
+		field := s.StreamKey("sc", 0)
+
+		// An older gateway writes only the canonical hash: the sidecar keeps the old pair.
+		if err := rdb.HSet(ctx, canon, field, "7").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if v := rdb.HGet(ctx, side, field).Val(); v != fmt.Sprintf("3|%d", now.UnixMilli()) {
+			t.Fatalf("sidecar %q changed by a canonical-only write", v)
+		}
+		c := mustCommitted(t, s, group)["sc/0"]
+		if c.Offset != 7 || c.SidecarOffset != 3 || c.CommitTime != now.UnixMilli() {
+			t.Fatalf("after canonical-only write: %+v; want offset 7, sidecar offset 3", c)
+		}
+
+		for _, bad := range []string{"garbage", "5|", "|7", "", "5|x", "-1|7", "5|-7", "5|7|9"} {
+			if err := rdb.HSet(ctx, side, field, bad).Err(); err != nil {
+				t.Fatal(err)
+			}
+			cs, err := s.CommittedOffsets(ctx, group)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("sidecar %q: %+v, %v", bad, cs, err)
+			}
+			if cs[0].Offset != 7 || cs[0].CommitTime != -1 || cs[0].SidecarOffset != -1 {
+				t.Errorf("sidecar %q: %+v; want commit time -1", bad, cs[0])
+			}
+		}
+		// Foreign fields and non-numeric canonical values are not commits.
+		rdb.HSet(ctx, canon, "not-a-stream-key", "1", s.StreamKey("sc", 1), "x")
+		if cs := mustCommitted(t, s, group); len(cs) != 1 {
+			t.Fatalf("foreign fields read as commits: %+v", cs)
+		}
+		if cs, err := s.CommittedOffsets(ctx, "never-committed"); err != nil || len(cs) != 0 {
+			t.Fatalf("unknown group: %+v, %v", cs, err)
+		}
+	})
+}
+
+func TestDeleteOffsetsAndGroups(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		rdb := s.Client()
+		mustCreateTopic(t, s, "d", 2)
+		for p := range int32(2) {
+			appendOne(t, s, "d", p, plain("r", 4)...)
+		}
+		if gs, err := s.Groups(ctx); err != nil || len(gs) != 0 {
+			t.Fatalf("Groups before any commit: %v, %v", gs, err)
+		}
+		now := time.Now()
+		for _, g := range []string{"g2", "g1", "g3"} {
+			mustCommit(t, s, g, now,
+				OffsetCommit{Topic: "d", Partition: 0, Offset: 2, Metadata: "x"},
+				OffsetCommit{Topic: "d", Partition: 1, Offset: 1, Metadata: "y"})
+		}
+		if gs, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1,g2,g3" {
+			t.Fatalf("Groups = %v", gs)
+		}
+		if ok, err := s.GroupExists(ctx, "g1"); !ok || err != nil {
+			t.Fatalf("GroupExists(g1) = %v, %v", ok, err)
+		}
+		if ok, _ := s.GroupExists(ctx, "nope"); ok {
+			t.Fatal("GroupExists(nope)")
+		}
+
+		// DeleteOffsets: one partition, from all three hashes and from the stream's groups.
+		f0, f1 := s.StreamKey("d", 0), s.StreamKey("d", 1)
+		if err := s.DeleteOffsets(ctx, "g1", []OffsetCommit{{Topic: "d", Partition: 0}}); err != nil {
+			t.Fatal(err)
+		}
+		canon, side, meta := s.OffsetKeys("g1")
+		for _, k := range []string{canon, side, meta} {
+			if rdb.HExists(ctx, k, f0).Val() {
+				t.Errorf("%s still holds %s", k, f0)
+			}
+			if !rdb.HExists(ctx, k, f1).Val() {
+				t.Errorf("%s lost %s", k, f1)
+			}
+		}
+		if _, ok := redisGroup(t, s, "d", 0, "g1"); ok {
+			t.Error("DeleteOffsets left the Redis consumer group on d/0")
+		}
+		if _, ok := redisGroup(t, s, "d", 1, "g1"); !ok {
+			t.Error("DeleteOffsets removed the Redis consumer group on d/1")
+		}
+		if _, ok := redisGroup(t, s, "d", 0, "g2"); !ok {
+			t.Error("DeleteOffsets removed another group's Redis consumer group")
+		}
+		if cs := mustCommitted(t, s, "g1"); len(cs) != 1 || cs["d/1"].Offset != 1 {
+			t.Fatalf("after DeleteOffsets: %+v", cs)
+		}
+		// With its last offset deleted a group is no longer listed.
+		if err := s.DeleteOffsets(ctx, "g3", []OffsetCommit{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if gs, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1,g2" {
+			t.Fatalf("Groups after deleting all of g3's offsets = %v", gs)
+		}
+		if err := s.DeleteOffsets(ctx, "g3", nil); err != nil {
+			t.Fatal(err)
+		}
+
+		// DeleteGroup: every hash, every Redis consumer group, the listing.
+		if err := s.DeleteGroup(ctx, "g2"); err != nil {
+			t.Fatal(err)
+		}
+		canon, side, meta = s.OffsetKeys("g2")
+		if n := rdb.Exists(ctx, canon).Val() + rdb.Exists(ctx, side).Val() + rdb.Exists(ctx, meta).Val(); n != 0 {
+			t.Fatalf("DeleteGroup left %d of the offset hashes", n)
+		}
+		for p := range int32(2) {
+			if _, ok := redisGroup(t, s, "d", p, "g2"); ok {
+				t.Errorf("DeleteGroup left the Redis consumer group on d/%d", p)
+			}
+		}
+		if _, ok := redisGroup(t, s, "d", 1, "g1"); !ok {
+			t.Error("DeleteGroup(g2) removed g1's Redis consumer group")
+		}
+		if gs, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1" {
+			t.Fatalf("Groups after DeleteGroup = %v", gs)
+		}
+		if rdb.SIsMember(ctx, s.keys.groups(), "g2").Val() {
+			t.Error("DeleteGroup left the group in the groups set")
+		}
+		if ok, _ := s.GroupExists(ctx, "g2"); ok {
+			t.Error("GroupExists after DeleteGroup")
+		}
+		if err := s.DeleteGroup(ctx, "never-existed"); err != nil {
+			t.Fatalf("DeleteGroup of an unknown group: %v", err)
+		}
+		// A group deleted after its topic still goes away cleanly.
+		if err := s.DeleteTopic(ctx, "d"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteGroup(ctx, "g1"); err != nil {
+			t.Fatal(err)
+		}
+		if gs, _ := s.Groups(ctx); len(gs) != 0 {
+			t.Fatalf("Groups at the end = %v", gs)
+		}
+	})
+}
+
+func TestCommitOffsetsCancelled(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		errs := s.CommitOffsets(ctx, "g", []OffsetCommit{{Topic: "x", Offset: 1}, {Topic: "x", Partition: 1, Offset: 1}}, time.Now())
+		if len(errs) != 2 || errs[0] == nil || errs[1] == nil || !IsUnavailable(errs[0]) {
+			t.Fatalf("commit on a cancelled context: %v", errs)
+		}
+		if errs := s.CommitOffsets(t.Context(), "g", nil, time.Now()); len(errs) != 0 {
+			t.Fatalf("empty commit: %v", errs)
+		}
+	})
+}
