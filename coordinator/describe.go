@@ -13,7 +13,8 @@ import (
 
 const consumerProtocolType = "consumer"
 
-// GroupInfo describes a group. The slices and maps are the caller's.
+// GroupInfo describes a group. Metadata and Assignment bytes are shared with
+// the group and must not be modified; everything else is the caller's.
 //
 // DescribeGroups: Apache reports Protocol and member Metadata/Assignment only
 // for a Stable group; the gateway blanks them in other states.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -22,8 +23,8 @@ func TestJoinSync(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("members=%d/v%d", tc.n, tc.version), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var rebalances int
-				c := newCoordinator(t, Config{OnRebalance: func(string) { rebalances++ }})
+				var rebalances atomic.Int32
+				c := newCoordinator(t, Config{OnRebalance: func(string) { rebalances.Add(1) }})
 				cls := make([]*tclient, tc.n)
 				joins := make([]<-chan *kmsg.JoinGroupResponse, tc.n)
 				start := time.Now()
@@ -143,8 +144,8 @@ func TestJoinSync(t *testing.T) {
 				if !gi.IsSubscribed("own0") || gi.IsSubscribed("other") {
 					t.Error("IsSubscribed wrong")
 				}
-				if rebalances != 1 {
-					t.Errorf("OnRebalance called %d times, want 1", rebalances)
+				if n := rebalances.Load(); n != 1 {
+					t.Errorf("OnRebalance called %d times, want 1", n)
 				}
 				for _, cl := range cls {
 					wantCode(t, "heartbeat", cl.heartbeat(), 0)

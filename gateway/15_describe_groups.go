@@ -35,11 +35,16 @@ func (c *conn) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReque
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
-		dg.State, dg.ProtocolType, dg.Protocol = info.State, info.ProtocolType, info.Protocol
+		dg.State, dg.ProtocolType = info.State, info.ProtocolType
+		if info.State == "Stable" {
+			dg.Protocol = info.Protocol
+		}
 		for _, m := range info.Members {
 			dm := kmsg.NewDescribeGroupsResponseGroupMember()
 			dm.MemberID, dm.InstanceID, dm.ClientID, dm.ClientHost = m.MemberID, m.InstanceID, m.ClientID, m.ClientHost
-			dm.ProtocolMetadata, dm.MemberAssignment = m.Metadata, m.Assignment
+			if info.State == "Stable" { // Apache reports metadata and assignments only once they are settled
+				dm.ProtocolMetadata, dm.MemberAssignment = m.Metadata, m.Assignment
+			}
 			dg.Members = append(dg.Members, dm)
 		}
 		resp.Groups = append(resp.Groups, dg)

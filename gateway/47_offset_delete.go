@@ -43,12 +43,6 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 		return resp, nil
 	}
-	subscribed := map[string]bool{}
-	if nonEmpty {
-		for _, t := range info.Subscribed {
-			subscribed[t] = true
-		}
-	}
 	var del []redisstore.OffsetCommit
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
@@ -56,7 +50,7 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if subscribed[rt.Topic] {
+			if nonEmpty && info.IsSubscribed(rt.Topic) {
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			} else {
 				del = append(del, redisstore.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition})

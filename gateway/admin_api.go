@@ -1,6 +1,672 @@
 package gateway
 
-import "net/http"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/redisstore"
+)
+
+// forwardedHeader marks an admin request one gateway forwarded to a group's coordinator, so the
+// coordinator answers itself instead of forwarding again.
+const forwardedHeader = "X-Kgate-Forwarded"
 
 // registerAdminAPI mounts the JSON API and the web console.
-func (g *Gateway) registerAdminAPI(mux *http.ServeMux) {}
+func (g *Gateway) registerAdminAPI(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/groups", g.apiListGroups)
+	mux.HandleFunc("GET /api/v1/groups/{group}", g.apiGroup)
+	mux.HandleFunc("DELETE /api/v1/groups/{group}", g.apiDeleteGroup)
+	mux.HandleFunc("GET /api/v1/groups/{group}/offsets", g.apiGroupOffsets)
+	mux.HandleFunc("POST /api/v1/groups/{group}/offsets", g.apiResetOffsets)
+	mux.HandleFunc("GET /api/v1/topics", g.apiListTopics)
+	mux.HandleFunc("POST /api/v1/topics", g.apiCreateTopic)
+	mux.HandleFunc("GET /api/v1/topics/{topic}", g.apiTopic)
+	mux.HandleFunc("DELETE /api/v1/topics/{topic}", g.apiDeleteTopic)
+	mux.HandleFunc("GET /api/v1/cluster", g.apiCluster)
+	mux.Handle("GET /", consoleHandler())
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, apiError{Error: msg})
+}
+
+// storeError answers a Redis failure.
+func storeError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, redisstore.ErrUnknownTopic):
+		writeError(w, http.StatusNotFound, "unknown topic")
+	default:
+		writeError(w, http.StatusServiceUnavailable, "redis: "+err.Error())
+	}
+}
+
+// forwardToCoordinator proxies a group request to the gateway that coordinates the group, when that is
+// another live gateway with an admin address. It reports whether it handled the request.
+func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, group string) bool {
+	if r.Header.Get(forwardedHeader) != "" {
+		return false
+	}
+	n, ok := g.nodes.coordinatorFor(group)
+	if !ok || n.ID == g.cfg.NodeID || n.Admin == "" {
+		return false
+	}
+	target, err := url.Parse("http://" + n.Admin)
+	if err != nil {
+		return false
+	}
+	failed := false
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Director = func(req *http.Request) {
+		req.URL.Scheme, req.URL.Host = target.Scheme, target.Host
+		req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
+	}
+	proxy.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { failed = true }
+	// A coordinator that does not answer leaves the answer to this gateway, from Redis.
+	rec := &bufferedResponse{header: http.Header{}}
+	proxy.ServeHTTP(rec, r)
+	if failed {
+		return false
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(rec.body)
+	return true
+}
+
+// bufferedResponse holds a proxied answer until it is known to have succeeded.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+func (b *bufferedResponse) WriteHeader(s int)   { b.status = s }
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	b.body = append(b.body, p...)
+	return len(p), nil
+}
+
+// groupSummary is one line of GET /api/v1/groups.
+type groupSummary struct {
+	Group       string `json:"group"`
+	State       string `json:"state"`
+	Members     int    `json:"members"`
+	TotalLag    int64  `json:"totalLag"`
+	Coordinator int32  `json:"coordinator"`
+	Source      string `json:"source"` // "coordinator" (memory of this gateway) or "redis"
+}
+
+func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	names, err := g.store.Groups(ctx)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	live := map[string]coordinator.GroupInfo{}
+	for _, info := range g.coord.List(ctx) {
+		live[info.Group] = info
+	}
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	for n := range live {
+		set[n] = true
+	}
+	out := make([]groupSummary, 0, len(set))
+	for name := range set {
+		gs := groupSummary{Group: name, State: "Empty", Source: "redis"}
+		if c, ok := g.nodes.coordinatorFor(name); ok {
+			gs.Coordinator = c.ID
+		}
+		if info, ok := live[name]; ok {
+			gs.State, gs.Members, gs.Source = info.State, len(info.Members), "coordinator"
+		} else if remote, ok := g.remoteGroup(ctx, name); ok {
+			gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
+		}
+		if offs, err := g.groupOffsets(ctx, name, ""); err == nil {
+			for _, o := range offs {
+				gs.TotalLag += o.Lag
+			}
+		}
+		out = append(out, gs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// remoteGroup asks the coordinating gateway for a group's live state (nil when unreachable or self).
+func (g *Gateway) remoteGroup(ctx context.Context, group string) (groupDetail, bool) {
+	n, ok := g.nodes.coordinatorFor(group)
+	if !ok || n.ID == g.cfg.NodeID || n.Admin == "" {
+		return groupDetail{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/api/v1/groups/"+url.PathEscape(group), nil)
+	if err != nil {
+		return groupDetail{}, false
+	}
+	req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return groupDetail{}, false
+	}
+	defer resp.Body.Close()
+	var d groupDetail
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&d) != nil {
+		return groupDetail{}, false
+	}
+	return d, true
+}
+
+// partitionOffset is one committed partition in the admin API.
+type partitionOffset struct {
+	Topic           string `json:"topic"`
+	Partition       int32  `json:"partition"`
+	CommittedOffset int64  `json:"committedOffset"`
+	Metadata        string `json:"metadata"`
+	LogStartOffset  int64  `json:"logStartOffset"`
+	LogEndOffset    int64  `json:"logEndOffset"`
+	Lag             int64  `json:"lag"`
+	// LastCommitTimestamp is epoch ms from the timestamp sidecar; null when it has no usable entry.
+	LastCommitTimestamp *int64 `json:"lastCommitTimestamp"`
+	// SidecarOffset is the offset the timestamp belongs to; when it differs from CommittedOffset a
+	// gateway that does not write timestamps has moved the offset since.
+	SidecarOffset *int64 `json:"sidecarOffset"`
+}
+
+// groupOffsets reads a group's committed offsets and the partitions' log offsets from Redis.
+func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) ([]partitionOffset, error) {
+	committed, err := g.store.CommittedOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	byTopic := map[string][]int{}
+	out := make([]partitionOffset, 0, len(committed))
+	for _, c := range committed {
+		if topicFilter != "" && c.Topic != topicFilter {
+			continue
+		}
+		po := partitionOffset{Topic: c.Topic, Partition: c.Partition, CommittedOffset: c.Offset, Metadata: c.Metadata,
+			LogStartOffset: -1, LogEndOffset: -1}
+		if c.CommitTime >= 0 {
+			ts, so := c.CommitTime, c.SidecarOffset
+			po.LastCommitTimestamp, po.SidecarOffset = &ts, &so
+		}
+		byTopic[c.Topic] = append(byTopic[c.Topic], len(out))
+		out = append(out, po)
+	}
+	for topic, idx := range byTopic {
+		parts := make([]int32, len(idx))
+		for i, j := range idx {
+			parts[i] = out[j].Partition
+		}
+		offs, err := g.store.PartitionOffsets(ctx, topic, parts)
+		if err != nil {
+			return nil, err
+		}
+		for i, j := range idx {
+			out[j].LogStartOffset, out[j].LogEndOffset = offs[i].Start, offs[i].End
+			out[j].Lag = max(offs[i].End-out[j].CommittedOffset, 0)
+		}
+	}
+	return out, nil
+}
+
+// groupDetail is GET /api/v1/groups/{group}.
+type groupDetail struct {
+	Group        string            `json:"group"`
+	State        string            `json:"state"`
+	ProtocolType string            `json:"protocolType"`
+	Protocol     string            `json:"protocol"`
+	Generation   int32             `json:"generation"`
+	Leader       string            `json:"leader"`
+	Coordinator  int32             `json:"coordinator"`
+	Source       string            `json:"source"`
+	Members      []memberDetail    `json:"members"`
+	Offsets      []partitionOffset `json:"offsets"`
+	TotalLag     int64             `json:"totalLag"`
+}
+
+type memberDetail struct {
+	MemberID   string             `json:"memberId"`
+	InstanceID *string            `json:"instanceId"`
+	ClientID   string             `json:"clientId"`
+	ClientHost string             `json:"clientHost"`
+	Assigned   map[string][]int32 `json:"assignedPartitions"`
+}
+
+func (g *Gateway) apiGroup(w http.ResponseWriter, r *http.Request) {
+	group := r.PathValue("group")
+	if g.forwardToCoordinator(w, r, group) {
+		return
+	}
+	ctx := r.Context()
+	d := groupDetail{Group: group, Members: []memberDetail{}, Source: "redis", State: "Dead", Generation: -1}
+	if c, ok := g.nodes.coordinatorFor(group); ok {
+		d.Coordinator = c.ID
+	}
+	info, live := g.coord.Describe(ctx, group)
+	if live {
+		d.Source = "coordinator"
+		d.State, d.ProtocolType, d.Protocol, d.Generation, d.Leader = info.State, info.ProtocolType, info.Protocol, info.Generation, info.Leader
+		for _, m := range info.Members {
+			md := memberDetail{MemberID: m.MemberID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assigned: m.Assigned}
+			if md.Assigned == nil {
+				md.Assigned = map[string][]int32{}
+			}
+			d.Members = append(d.Members, md)
+		}
+	}
+	offs, err := g.groupOffsets(ctx, group, "")
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	if !live && len(offs) == 0 {
+		writeError(w, http.StatusNotFound, "unknown group")
+		return
+	}
+	if !live {
+		d.State = "Empty"
+	}
+	d.Offsets = offs
+	for _, o := range offs {
+		d.TotalLag += o.Lag
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (g *Gateway) apiGroupOffsets(w http.ResponseWriter, r *http.Request) {
+	group := r.PathValue("group")
+	ctx := r.Context()
+	offs, err := g.groupOffsets(ctx, group, r.URL.Query().Get("topic"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	if len(offs) == 0 {
+		if _, live := g.coord.Describe(ctx, group); !live {
+			if exists, err := g.store.GroupExists(ctx, group); err == nil && !exists {
+				writeError(w, http.StatusNotFound, "unknown group")
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, offs)
+}
+
+// resetRequest is the body of POST /api/v1/groups/{group}/offsets.
+type resetRequest struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"` // empty: every partition of the topic
+	// To is earliest, latest, timestamp (Value = epoch ms), offset (Value = the offset) or shift
+	// (Value = records to move, negative moves back).
+	To     string `json:"to"`
+	Value  int64  `json:"value"`
+	DryRun bool   `json:"dryRun"`
+}
+
+type resetResult struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Previous  *int64 `json:"previousOffset"`
+	Offset    int64  `json:"newOffset"`
+}
+
+func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
+	group := r.PathValue("group")
+	if g.forwardToCoordinator(w, r, group) {
+		return
+	}
+	ctx := r.Context()
+	var req resetRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad body: "+err.Error())
+		return
+	}
+	switch req.To {
+	case "earliest", "latest", "timestamp", "offset", "shift":
+	default:
+		writeError(w, http.StatusBadRequest, `"to" must be earliest, latest, timestamp, offset or shift`)
+		return
+	}
+	if info, live := g.coord.Describe(ctx, group); live && info.State != "Empty" && info.State != "Dead" {
+		writeError(w, http.StatusConflict, "group is "+info.State+": offsets can only be reset while it has no members")
+		return
+	}
+	t, err := g.topics.get(ctx, req.Topic)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	parts := req.Partitions
+	if len(parts) == 0 {
+		for p := int32(0); p < t.Partitions; p++ {
+			parts = append(parts, p)
+		}
+	}
+	for _, p := range parts {
+		if p < 0 || p >= t.Partitions {
+			writeError(w, http.StatusBadRequest, "partition "+strconv.Itoa(int(p))+" does not exist")
+			return
+		}
+	}
+	offs, err := g.store.PartitionOffsets(ctx, req.Topic, parts)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	prev := map[int32]int64{}
+	if committed, err := g.store.CommittedOffsets(ctx, group); err == nil {
+		for _, c := range committed {
+			if c.Topic == req.Topic {
+				prev[c.Partition] = c.Offset
+			}
+		}
+	}
+	results := make([]resetResult, len(parts))
+	commits := make([]redisstore.OffsetCommit, len(parts))
+	for i, p := range parts {
+		var target int64
+		switch req.To {
+		case "earliest":
+			target = offs[i].Start
+		case "latest":
+			target = offs[i].End
+		case "offset":
+			target = req.Value
+		case "shift":
+			base, ok := prev[p]
+			if !ok {
+				base = offs[i].Start
+			}
+			target = base + req.Value
+		case "timestamp":
+			off, _, found, err := g.store.OffsetForTime(ctx, req.Topic, p, req.Value)
+			if err != nil {
+				storeError(w, err)
+				return
+			}
+			target = offs[i].End
+			if found {
+				target = off
+			}
+		}
+		target = min(max(target, offs[i].Start), offs[i].End) // clamped to the log, as kafka-consumer-groups does
+		results[i] = resetResult{Topic: req.Topic, Partition: p, Offset: target}
+		if v, ok := prev[p]; ok {
+			results[i].Previous = &v
+		}
+		commits[i] = redisstore.OffsetCommit{Topic: req.Topic, Partition: p, Offset: target}
+	}
+	if !req.DryRun {
+		// An untimestamped write: the sidecar entries it overwrites are cleared.
+		for _, err := range g.store.CommitOffsets(ctx, group, commits, time.Time{}) {
+			if err != nil {
+				storeError(w, err)
+				return
+			}
+		}
+		g.log.Info().Str("group", group).Str("topic", req.Topic).Str("to", req.To).Msg("offsets reset through the admin API")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dryRun": req.DryRun, "offsets": results})
+}
+
+func (g *Gateway) apiDeleteGroup(w http.ResponseWriter, r *http.Request) {
+	group := r.PathValue("group")
+	if g.forwardToCoordinator(w, r, group) {
+		return
+	}
+	switch code := g.deleteGroupAnywhere(r.Context(), group); code {
+	case 0:
+		w.WriteHeader(http.StatusNoContent)
+	case kerr.NonEmptyGroup.Code:
+		writeError(w, http.StatusConflict, "group has members")
+	case kerr.GroupIDNotFound.Code:
+		writeError(w, http.StatusNotFound, "unknown group")
+	default:
+		writeError(w, http.StatusServiceUnavailable, kerr.ErrorForCode(code).Error())
+	}
+}
+
+// deleteGroupAnywhere deletes a group from the admin API; a gateway whose coordinator is unreachable
+// deletes the Redis state only when the group is not known to be live.
+func (g *Gateway) deleteGroupAnywhere(ctx context.Context, group string) int16 {
+	if g.nodes.isCoordinator(group) {
+		return g.deleteGroup(ctx, group)
+	}
+	exists, err := g.store.GroupExists(ctx, group)
+	if err != nil {
+		return groupErrCode(err)
+	}
+	if !exists {
+		return kerr.GroupIDNotFound.Code
+	}
+	if err := g.store.DeleteGroup(ctx, group); err != nil {
+		return groupErrCode(err)
+	}
+	return 0
+}
+
+// topicDetail is GET /api/v1/topics/{topic}.
+type topicDetail struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Partitions []partitionDetail `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+	Records    int64             `json:"records"`
+}
+
+type partitionDetail struct {
+	Partition      int32 `json:"partition"`
+	Leader         int32 `json:"leader"`
+	LogStartOffset int64 `json:"logStartOffset"`
+	LogEndOffset   int64 `json:"logEndOffset"`
+	Records        int64 `json:"records"`
+	MemoryBytes    int64 `json:"memoryBytes"`
+}
+
+func (g *Gateway) describeTopic(ctx context.Context, t redisstore.Topic, memory bool) (topicDetail, error) {
+	d := topicDetail{Name: t.Name, ID: uuid.UUID(t.ID).String(), Configs: map[string]string{}}
+	for _, name := range sortedConfigNames() {
+		v, _ := g.topicConfig(t, name)
+		d.Configs[name] = v
+	}
+	parts := make([]int32, t.Partitions)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	offs, err := g.store.PartitionOffsets(ctx, t.Name, parts)
+	if err != nil {
+		return d, err
+	}
+	var mem []int64
+	if memory {
+		if mem, err = g.store.StreamMemory(ctx, t.Name, parts); err != nil {
+			return d, err
+		}
+	}
+	for i, p := range parts {
+		pd := partitionDetail{Partition: p, Leader: g.nodes.leaderFor(t.Name, p).ID,
+			LogStartOffset: offs[i].Start, LogEndOffset: offs[i].End, Records: offs[i].End - offs[i].Start}
+		if mem != nil {
+			pd.MemoryBytes = mem[i]
+		}
+		d.Records += pd.Records
+		d.Partitions = append(d.Partitions, pd)
+	}
+	return d, nil
+}
+
+func (g *Gateway) apiListTopics(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	topics, err := g.topics.all(ctx)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	out := make([]topicDetail, 0, len(topics))
+	for _, name := range redisstore.TopicNames(topics) {
+		d, err := g.describeTopic(ctx, topics[name], false)
+		if err != nil {
+			storeError(w, err)
+			return
+		}
+		out = append(out, d)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) apiTopic(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	t, err := g.topics.get(ctx, r.PathValue("topic"))
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	d, err := g.describeTopic(ctx, t, true)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+type createTopicRequest struct {
+	Name       string            `json:"name"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+}
+
+func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
+	var req createTopicRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad body: "+err.Error())
+		return
+	}
+	if req.Partitions == 0 {
+		req.Partitions = g.cfg.DefaultPartitions
+	}
+	if err := validTopicName(req.Name); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid topic name")
+		return
+	}
+	if req.Partitions < 1 {
+		writeError(w, http.StatusBadRequest, "partitions must be at least 1")
+		return
+	}
+	if name, err := validateTopicConfigs(req.Configs); err != nil {
+		writeError(w, http.StatusBadRequest, "config "+name+": "+err.Error())
+		return
+	}
+	t := g.newTopic(req.Name, req.Partitions, req.Configs)
+	err := g.store.CreateTopic(r.Context(), t)
+	g.topics.invalidate()
+	switch {
+	case errors.Is(err, redisstore.ErrTopicExists):
+		writeError(w, http.StatusConflict, "topic already exists")
+		return
+	case err != nil:
+		storeError(w, err)
+		return
+	}
+	d, err := g.describeTopic(r.Context(), t, false)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, d)
+}
+
+func (g *Gateway) apiDeleteTopic(w http.ResponseWriter, r *http.Request) {
+	err := g.store.DeleteTopic(r.Context(), r.PathValue("topic"))
+	g.topics.invalidate()
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type clusterView struct {
+	ClusterID    string        `json:"clusterId"`
+	Self         int32         `json:"self"`
+	Gateways     []gatewayView `json:"gateways"`
+	RedisMode    string        `json:"redisMode"`
+	RedisVersion string        `json:"redisVersion"`
+}
+
+type gatewayView struct {
+	NodeID            int32  `json:"nodeId"`
+	Advertised        string `json:"advertised"`
+	Admin             string `json:"admin"`
+	Alive             bool   `json:"alive"`
+	CoordinatedGroups int    `json:"coordinatedGroups"`
+}
+
+func (g *Gateway) apiCluster(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	v := clusterView{ClusterID: g.cfg.ClusterID, Self: g.cfg.NodeID}
+	info, err := g.store.Info(ctx)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	v.RedisMode, v.RedisVersion = info.Mode, info.Version
+	groups, _ := g.store.Groups(ctx)
+	for _, gi := range g.coord.List(ctx) {
+		groups = append(groups, gi.Group)
+	}
+	counted := map[string]bool{}
+	perNode := map[int32]int{}
+	for _, name := range groups {
+		if counted[name] {
+			continue
+		}
+		counted[name] = true
+		if c, ok := g.nodes.coordinatorFor(name); ok {
+			perNode[c.ID]++
+		}
+	}
+	for _, n := range g.nodes.all() {
+		v.Gateways = append(v.Gateways, gatewayView{NodeID: n.ID, Advertised: n.addr(), Admin: n.Admin, Alive: n.Alive,
+			CoordinatedGroups: perNode[n.ID]})
+	}
+	writeJSON(w, http.StatusOK, v)
+}

@@ -1,5 +1,186 @@
 package gateway
 
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+// Gateway membership: each gateway registers itself in Redis and refreshes a heartbeat; every gateway
+// reads the registrations on the same interval and considers a gateway down when its heartbeat is older
+// than the node timeout (by Redis's clock, so gateway clocks need not agree). The registered set only
+// grows, which keeps group placement (FNV-1a over the full set) stable across restarts.
+
+func (g *Gateway) registration() redisstore.GatewayInfo {
+	info := redisstore.GatewayInfo{
+		NodeID: g.cfg.NodeID, Instance: g.instance, Advertised: g.AdvertisedAddr(), Started: g.started.UnixMilli(),
+	}
+	if a := g.AdminAddr(); a != nil {
+		info.Admin = advertisedAdmin(a.String(), g.advHost)
+	}
+	return info
+}
+
+// advertisedAdmin replaces an unspecified admin host with the advertised Kafka host.
+func advertisedAdmin(bound, advHost string) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = advHost
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// register claims this gateway's node id at start-up.
+func (g *Gateway) register(ctx context.Context) error {
+	g.instance = uuid.NewString()
+	g.started = time.Now()
+	if err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout); err != nil {
+		return err
+	}
+	g.refreshMembership(ctx)
+	return nil
+}
+
+// runMembership refreshes the heartbeat and the membership view until ctx is done, then marks this
+// gateway down so peers take over its groups at once.
+func (g *Gateway) runMembership(ctx context.Context) {
+	t := time.NewTicker(g.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := g.store.DeregisterGateway(dctx, g.registration()); err != nil {
+				g.log.Warn().Err(err).Msg("could not mark this gateway down in Redis")
+			}
+			cancel()
+			return
+		case <-t.C:
+		}
+		if err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout); err != nil && ctx.Err() == nil {
+			g.log.Error().Err(err).Int32("node_id", g.cfg.NodeID).Msg("gateway heartbeat failed")
+		}
+		g.refreshMembership(ctx)
+	}
+}
+
+// refreshMembership rebuilds the view from Redis (plus static peers) and logs what changed.
+func (g *Gateway) refreshMembership(ctx context.Context) {
+	regs, now, err := g.store.Gateways(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.Warn().Err(err).Msg("cannot read gateway registrations; keeping the last view")
+		}
+		return
+	}
+	byID := map[int32]gatewayNode{}
+	for _, p := range g.cfg.Peers {
+		host, port, err := net.SplitHostPort(p.Addr)
+		if err != nil {
+			continue
+		}
+		pn, _ := strconv.Atoi(port)
+		byID[p.ID] = gatewayNode{ID: p.ID, Host: host, Port: int32(pn), Alive: true}
+	}
+	for _, r := range regs {
+		host, port, err := net.SplitHostPort(r.Advertised)
+		if err != nil {
+			continue
+		}
+		pn, _ := strconv.Atoi(port)
+		byID[r.NodeID] = gatewayNode{ID: r.NodeID, Host: host, Port: int32(pn), Admin: r.Admin,
+			Alive: r.Heartbeat > 0 && now-r.Heartbeat < g.cfg.NodeTimeout.Milliseconds()}
+	}
+	self := g.registration()
+	byID[g.cfg.NodeID] = gatewayNode{ID: g.cfg.NodeID, Host: g.advHost, Port: g.advPort, Admin: self.Admin, Alive: true}
+	nodes := make([]gatewayNode, 0, len(byID))
+	for _, n := range byID {
+		nodes = append(nodes, n)
+	}
+	old := map[int32]bool{}
+	for _, n := range g.nodes.all() {
+		old[n.ID] = n.Alive
+	}
+	g.nodes.set(nodes)
+	for _, n := range g.nodes.all() {
+		was, known := old[n.ID]
+		switch {
+		case !known || (!was && n.Alive):
+			if n.Alive && n.ID != g.cfg.NodeID {
+				g.log.Info().Int32("node_id", n.ID).Str("advertised", n.addr()).Msg("gateway joined")
+			}
+		case was && !n.Alive:
+			g.log.Warn().Int32("node_id", n.ID).Str("advertised", n.addr()).Msg("gateway down: its groups move to the next live gateway")
+		}
+	}
+	g.multi.Store(len(g.nodes.alive()) > 1)
+}
+
 // publishAppend tells other gateways that a partition grew, so their long-polling fetches wake up.
-// A single gateway needs nothing: local appends notify directly.
-func (g *Gateway) publishAppend(topic string, partition int32) {}
+// With one live gateway there is no one to tell. The send never blocks the produce path: when the
+// publisher is behind, the partition is marked and published with its next batch.
+func (g *Gateway) publishAppend(topic string, partition int32) {
+	if !g.multi.Load() {
+		return
+	}
+	select {
+	case g.appends <- redisstore.AppendMessage(topic, partition):
+	default:
+	}
+}
+
+// runAppendPublisher batches append notifications into PUBLISH messages.
+func (g *Gateway) runAppendPublisher(ctx context.Context) {
+	for {
+		var first string
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-g.appends:
+		}
+		batch := map[string]struct{}{first: {}}
+	drain:
+		for len(batch) < 1024 {
+			select {
+			case m := <-g.appends:
+				batch[m] = struct{}{}
+			default:
+				break drain
+			}
+		}
+		parts := make([]string, 0, len(batch))
+		for m := range batch {
+			parts = append(parts, m)
+		}
+		if err := g.store.PublishAppends(ctx, parts); err != nil && ctx.Err() == nil {
+			g.log.Debug().Err(err).Msg("publish appends")
+		}
+	}
+}
+
+// runAppendSubscriber wakes local fetches on other gateways' appends, resubscribing after failures.
+func (g *Gateway) runAppendSubscriber(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := g.store.SubscribeAppends(ctx, func(topic string, p int32) {
+			g.notify.notify(partKey{topic, p})
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			g.log.Warn().Err(err).Msg("append subscription lost; retrying")
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -101,6 +102,11 @@ type Gateway struct {
 	stopBg   context.CancelFunc
 	bgCtx    context.Context
 	adminSrv adminServer
+
+	instance string // random per process, tells a restart from a duplicate node id
+	started  time.Time
+	multi    atomic.Bool // more than one live gateway: publish appends for remote long-polls
+	appends  chan string // partitions to publish, drained by runAppendPublisher
 }
 
 // New builds a gateway; Listen binds the Kafka listener and Serve runs it.
@@ -110,17 +116,23 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		cfg.ClusterID = "kgate-" + store.Namespace()
 	}
 	cfg.Groups.Logger = log
+	cfg.Groups.OnRebalance = func(string) { mRebalances.Inc() }
+	store.Observe(observeRedis)
 	g := &Gateway{
-		cfg:    cfg,
-		store:  store,
-		log:    log,
-		topics: newTopicCache(store),
-		notify: newAppendNotifier(),
-		coord:  coordinator.New(cfg.Groups),
-		ready:  make(chan struct{}),
-		conns:  make(map[net.Conn]struct{}),
+		cfg:     cfg,
+		store:   store,
+		log:     log,
+		topics:  newTopicCache(store),
+		notify:  newAppendNotifier(),
+		coord:   coordinator.New(cfg.Groups),
+		ready:   make(chan struct{}),
+		conns:   make(map[net.Conn]struct{}),
+		appends: make(chan string, 4096),
 	}
 	g.bgCtx, g.stopBg = context.WithCancel(context.Background())
+	gatewaysMu.Lock()
+	gateways[g] = struct{}{}
+	gatewaysMu.Unlock()
 	return g
 }
 
@@ -159,6 +171,15 @@ func (g *Gateway) Listen() error {
 			return err
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.register(ctx); err != nil {
+		ln.Close()
+		if g.adminSrv.ln != nil {
+			g.adminSrv.ln.Close()
+		}
+		return fmt.Errorf("gateway: register node %d: %w", g.cfg.NodeID, err)
+	}
 	return nil
 }
 
@@ -179,10 +200,18 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		}
 	}
 	g.startAdmin()
+	g.goBackground(g.runMembership)
+	g.goBackground(g.runAppendPublisher)
+	g.goBackground(g.runAppendSubscriber)
 	close(g.ready)
-	go func() {
-		<-ctx.Done()
-		g.shutdown()
+	served := make(chan struct{})
+	defer close(served)
+	go func() { // ends with Serve either way
+		select {
+		case <-ctx.Done():
+			g.shutdown()
+		case <-served:
+		}
 	}()
 	var err error
 	for {
@@ -202,6 +231,9 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 	g.wg.Wait()
 	g.coord.Close()
+	gatewaysMu.Lock()
+	delete(gateways, g)
+	gatewaysMu.Unlock()
 	return err
 }
 

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,3 +117,95 @@ var mCommits = prometheus.NewCounterVec(prometheus.CounterOpts{
 func init() { metricsRegistry.MustRegister(mCommits) }
 
 func offsetsCommitted(group string, n int) { mCommits.WithLabelValues(group).Add(float64(n)) }
+
+var (
+	mRedisLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kgate_redis_command_duration_seconds", Help: "Redis command (or pipeline) latency.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5, 1, 5},
+	}, []string{"command"})
+	mRedisErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kgate_redis_errors_total", Help: "Redis commands that failed.",
+	}, []string{"command"})
+	mRebalances = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kgate_group_rebalances_total", Help: "Group rebalances started by this gateway's coordinator.",
+	})
+	descGroupsByState = prometheus.NewDesc("kgate_groups", "Groups coordinated by this gateway, by state.", []string{"node", "state"}, nil)
+	descGroupLag      = prometheus.NewDesc("kgate_group_lag", "Consumer-group lag in records per partition (bounded by metrics.lag_max_series).",
+		[]string{"node", "group", "topic", "partition"}, nil)
+	descLagTruncated = prometheus.NewDesc("kgate_group_lag_series_dropped", "Lag series not exported because of metrics.lag_max_series.", []string{"node"}, nil)
+
+	gatewaysMu sync.Mutex
+	gateways   = map[*Gateway]struct{}{}
+)
+
+func init() {
+	metricsRegistry.MustRegister(mRedisLatency, mRedisErrors, mRebalances, groupCollector{})
+}
+
+func observeRedis(cmd string, took time.Duration, err error) {
+	mRedisLatency.WithLabelValues(cmd).Observe(took.Seconds())
+	if err != nil {
+		mRedisErrors.WithLabelValues(cmd).Inc()
+	}
+}
+
+// groupCollector reports group states and lag at scrape time for every gateway in the process.
+type groupCollector struct{}
+
+func (groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descGroupsByState
+	ch <- descGroupLag
+	ch <- descLagTruncated
+}
+
+func (groupCollector) Collect(ch chan<- prometheus.Metric) {
+	gatewaysMu.Lock()
+	gs := make([]*Gateway, 0, len(gateways))
+	for g := range gateways {
+		gs = append(gs, g)
+	}
+	gatewaysMu.Unlock()
+	for _, g := range gs {
+		g.collectGroups(ch)
+	}
+}
+
+func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(g.bgCtx, 5*time.Second)
+	defer cancel()
+	node := strconv.Itoa(int(g.cfg.NodeID))
+	states := map[string]int{}
+	for _, info := range g.coord.List(ctx) {
+		states[info.State]++
+	}
+	for _, s := range []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"} {
+		ch <- prometheus.MustNewConstMetric(descGroupsByState, prometheus.GaugeValue, float64(states[s]), node, s)
+	}
+	if !g.cfg.LagMetrics {
+		return
+	}
+	names, err := g.store.Groups(ctx)
+	if err != nil {
+		return
+	}
+	series, dropped := 0, 0
+	for _, name := range names {
+		if !g.nodes.isCoordinator(name) {
+			continue // the coordinating gateway exports it, so each series has one source
+		}
+		offs, err := g.groupOffsets(ctx, name, "")
+		if err != nil {
+			continue
+		}
+		for _, o := range offs {
+			if series >= g.cfg.LagMaxSeries {
+				dropped++
+				continue
+			}
+			series++
+			ch <- prometheus.MustNewConstMetric(descGroupLag, prometheus.GaugeValue, float64(o.Lag),
+				node, name, o.Topic, strconv.Itoa(int(o.Partition)))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descLagTruncated, prometheus.GaugeValue, float64(dropped), node)
+}

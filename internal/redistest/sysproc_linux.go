@@ -8,3 +8,10 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// Pause stops the server process (SIGSTOP) without closing its connections: it neither answers nor
+// acknowledges replication until Resume. Tests use it to stall a replica.
+func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }

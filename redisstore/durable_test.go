@@ -1,0 +1,174 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/internal/redistest"
+)
+
+// startReplicated starts a master with one replica of its own (not the shared servers: WAIT counts
+// replicas) and waits until the replica is in sync.
+func startReplicated(t *testing.T) (master, replica *redistest.Server) {
+	t.Helper()
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	master, err := redistest.Start("--repl-diskless-sync-delay", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(master.Stop)
+	host, port, _ := net.SplitHostPort(master.Addr)
+	replica, err = redistest.Start("--replicaof", host, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(replica.Stop)
+	s := openStore(t, Options{Addrs: []string{replica.Addr}})
+	checkFor(t, 10*time.Second, func() error {
+		info := s.Client().Info(t.Context(), "replication").Val()
+		if !strings.Contains(info, "master_link_status:up") {
+			return fmt.Errorf("replica not in sync: %s", info)
+		}
+		return nil
+	})
+	return master, replica
+}
+
+func TestDurableAppendStandalone(t *testing.T) {
+	t.Parallel()
+	master, replica := startReplicated(t)
+	ctx := t.Context()
+	onReplica := openStore(t, Options{Addrs: []string{replica.Addr}})
+	s := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
+	mustCreateTopic(t, s, "dur", 3)
+
+	// Confirmed by the replica: when Append returns, the replica holds the records.
+	for round := range 3 {
+		var batches []*Batch
+		for p := range int32(3) {
+			batches = append(batches, &Batch{Topic: "dur", Partition: p, Records: plain("r", 2), ProducerID: -1})
+		}
+		for i, res := range s.Append(ctx, batches) {
+			if res.Err != nil || res.BaseOffset != int64(2*round) {
+				t.Fatalf("round %d batch %d: %+v", round, i, res)
+			}
+		}
+		for p := range int32(3) {
+			if n := onReplica.Client().XLen(ctx, s.keys.stream("dur", p)).Val(); n != int64(2*round+2) {
+				t.Fatalf("round %d: replica has %d records of partition %d right after Append", round, n, p)
+			}
+		}
+	}
+
+	// More replicas than exist: written, but not confirmed.
+	two := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 2, WaitTimeout: 50 * time.Millisecond})
+	res := two.Append(ctx, []*Batch{{Topic: "dur", Records: plain("x", 1), ProducerID: -1}})[0]
+	if !errors.Is(res.Err, ErrNotDurable) || IsUnavailable(res.Err) {
+		t.Fatalf("WaitReplicas 2 with one replica: %+v, want ErrNotDurable", res)
+	}
+	if offs, _ := s.PartitionOffsets(ctx, "dur", []int32{0}); offs[0].End != 7 {
+		t.Fatalf("the unconfirmed write is missing: %+v", offs)
+	}
+
+	// A stalled replica confirms nothing, whichever pooled connection the caller happens to get: WAIT
+	// must run on the connection that wrote, not on one that never wrote (which WAIT would wave through).
+	if err := replica.Pause(); err != nil {
+		t.Skip("cannot pause a server here:", err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			replica.Resume()
+		}
+	}
+	t.Cleanup(resume)
+	stalled := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	// Readers on the same store keep connections that never wrote circulating through the pool.
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 4 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					stalled.Ping(ctx)
+				}
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var confirmed int
+	for w := range 6 {
+		wg.Go(func() {
+			for range 3 {
+				res := stalled.Append(ctx, []*Batch{{Topic: "dur", Partition: int32(w % 3), Records: plain("s", 1), ProducerID: -1}})[0]
+				t.Logf("res %+v", res)
+				if !errors.Is(res.Err, ErrNotDurable) {
+					mu.Lock()
+					confirmed++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	readers.Wait()
+	resume()
+	if confirmed > 0 {
+		t.Fatalf("%d appends were confirmed while the replica was stalled", confirmed)
+	}
+}
+
+// On a cluster, batches are grouped by master and each group waits on its own connection; with no
+// replicas every batch is written but none is confirmed, and results keep the order of the batches.
+func TestDurableAppendCluster(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, backendOptions(t, "cluster"))
+	s.opts.WaitReplicas = 1
+	s.opts.WaitTimeout = 30 * time.Millisecond
+	const parts = 8
+	mustCreateTopic(t, s, "durc", parts)
+	var batches []*Batch
+	for p := range int32(parts) {
+		batches = append(batches, &Batch{Topic: "durc", Partition: p, Records: plain("r", int(p)+1), ProducerID: -1})
+	}
+	batches = append(batches, &Batch{Topic: "durc", Partition: 3, Records: plain("again", 1), ProducerID: -1})
+	res := s.Append(t.Context(), batches)
+	for i, r := range res {
+		if !errors.Is(r.Err, ErrNotDurable) {
+			t.Errorf("batch %d: %+v, want ErrNotDurable", i, r)
+		}
+	}
+	parts32 := make([]int32, parts)
+	for p := range parts32 {
+		parts32[p] = int32(p)
+	}
+	offs, err := s.PartitionOffsets(t.Context(), "durc", parts32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, o := range offs {
+		want := int64(p) + 1
+		if p == 3 {
+			want++
+		}
+		if o.End != want {
+			t.Errorf("partition %d: end %d, want %d", p, o.End, want)
+		}
+	}
+	if last := mustRead(t, s, "durc", 3, 4, 1); len(last.Records) != 1 || string(last.Records[0].Value) != "again-0" {
+		t.Errorf("second batch of partition 3 not after the first: %+v", last.Records)
+	}
+}

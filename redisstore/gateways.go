@@ -1,0 +1,139 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// GatewayInfo is one gateway's registration in <ns>:gateways.
+type GatewayInfo struct {
+	NodeID     int32  `json:"nodeId"`
+	Instance   string `json:"instance"` // random per process: tells a restart from a second process
+	Advertised string `json:"advertised"`
+	Admin      string `json:"admin"`
+	Started    int64  `json:"started"`   // epoch ms
+	Heartbeat  int64  `json:"heartbeat"` // epoch ms by Redis's clock; 0 after a clean shutdown
+}
+
+// registerScript claims or refreshes a node id. KEYS: gateways hash. ARGV: node id, registration JSON
+// (heartbeat filled in here from Redis's clock), node timeout ms, instance. Returns 1, or 0 when another
+// live instance holds the id.
+var registerScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local inst = string.match(cur, '"instance":"([^"]*)"')
+  local hb = tonumber(string.match(cur, '"heartbeat":(%d+)')) or 0
+  if inst ~= ARGV[4] and now - hb < tonumber(ARGV[3]) then return 0 end
+end
+local reg = string.gsub(ARGV[2], '"heartbeat":%d+', '"heartbeat":' .. string.format('%d', now), 1)
+redis.call('HSET', KEYS[1], ARGV[1], reg)
+return 1
+`)
+
+// RegisterGateway claims info.NodeID (first call) or refreshes its heartbeat. ErrNodeIDInUse when a
+// different live process holds the id.
+func (s *Store) RegisterGateway(ctx context.Context, info GatewayInfo, nodeTimeout time.Duration) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	info.Heartbeat = 1 // placeholder the script replaces with Redis's clock
+	buf, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	ok, err := registerScript.Run(ctx, s.rdb, []string{s.keys.gateways()},
+		strconv.Itoa(int(info.NodeID)), buf, nodeTimeout.Milliseconds(), info.Instance).Int64()
+	if err != nil {
+		return err
+	}
+	if ok == 0 {
+		return ErrNodeIDInUse
+	}
+	return nil
+}
+
+// DeregisterGateway marks info's registration down (heartbeat 0) so peers fail over at once; the entry
+// stays, keeping the registered set (and so group placement) stable across restarts.
+func (s *Store) DeregisterGateway(ctx context.Context, info GatewayInfo) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	info.Heartbeat = 0
+	buf, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	cur, err := s.rdb.HGet(ctx, s.keys.gateways(), strconv.Itoa(int(info.NodeID))).Result()
+	if err != nil || !strings.Contains(cur, `"instance":"`+info.Instance+`"`) {
+		return err // another process holds the id now: leave its entry alone
+	}
+	return s.rdb.HSet(ctx, s.keys.gateways(), strconv.Itoa(int(info.NodeID)), buf).Err()
+}
+
+// Gateways returns every registration and Redis's current time (epoch ms) to judge heartbeats by.
+func (s *Store) Gateways(ctx context.Context) ([]GatewayInfo, int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	now := pipe.Time(ctx)
+	all := pipe.HGetAll(ctx, s.keys.gateways())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, err
+	}
+	out := make([]GatewayInfo, 0, len(all.Val()))
+	for _, raw := range all.Val() {
+		var gi GatewayInfo
+		if json.Unmarshal([]byte(raw), &gi) == nil {
+			out = append(out, gi)
+		}
+	}
+	return out, now.Val().UnixMilli(), nil
+}
+
+func (k keys) appends() string { return k.ns + ":appends" }
+
+// PublishAppends tells every gateway that these partitions grew (wakes their long-polling fetches).
+func (s *Store) PublishAppends(ctx context.Context, parts []string) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.rdb.Publish(ctx, s.keys.appends(), strings.Join(parts, "\n")).Err()
+}
+
+// AppendMessage encodes one partition for PublishAppends.
+func AppendMessage(topic string, partition int32) string {
+	return topic + "\x00" + strconv.Itoa(int(partition))
+}
+
+// SubscribeAppends calls fn for each partition other gateways report grown, until ctx is done.
+func (s *Store) SubscribeAppends(ctx context.Context, fn func(topic string, partition int32)) error {
+	ps := s.rdb.Subscribe(ctx, s.keys.appends())
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case msg, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			for _, line := range strings.Split(msg.Payload, "\n") {
+				topic, p, found := strings.Cut(line, "\x00")
+				if !found {
+					continue
+				}
+				if n, err := strconv.Atoi(p); err == nil {
+					fn(topic, int32(n))
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package redisstore
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// CommandObserver is told the duration and outcome of every Redis command or pipeline the store runs
+// (pipelines are reported as "pipeline").
+type CommandObserver func(command string, took time.Duration, err error)
+
+// Observe installs fn as a command observer (metrics).
+func (s *Store) Observe(fn CommandObserver) {
+	s.rdb.AddHook(observeHook{fn: fn})
+}
+
+type observeHook struct{ fn CommandObserver }
+
+func (h observeHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h observeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmd)
+		if err == redis.Nil {
+			h.fn(cmd.Name(), time.Since(start), nil)
+		} else {
+			h.fn(cmd.Name(), time.Since(start), err)
+		}
+		return err
+	}
+}
+
+func (h observeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmds)
+		h.fn("pipeline", time.Since(start), err)
+		return err
+	}
+}
