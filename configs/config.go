@@ -70,7 +70,7 @@ type Log struct {
 
 // Topics holds the defaults for topics, including auto-created ones.
 type Topics struct {
-	AutoCreate      bool  `koanf:"autocreate" help:"create unknown topics on Metadata and Produce"`
+	AutoCreate      bool  `koanf:"autocreate" help:"create unknown topics when a Metadata request allows it (Produce never creates topics)"`
 	Partitions      int32 `koanf:"partitions" help:"partition count of auto-created topics and CreateTopics with -1"`
 	RetentionMs     int64 `koanf:"retention_ms" help:"default retention.ms; -1 = infinite"`
 	RetentionBytes  int64 `koanf:"retention_bytes" help:"default retention.bytes per partition; -1 = infinite"`

@@ -223,6 +223,11 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			}
 			break
 		}
+		if g.atConnectionLimit() {
+			g.log.Warn().Int("max_connections", g.cfg.MaxConnections).Str("remote", c.RemoteAddr().String()).Msg("connection refused: kafka.max_connections reached")
+			c.Close()
+			continue
+		}
 		if !g.track(c) {
 			c.Close()
 			break
@@ -256,6 +261,15 @@ func (g *Gateway) track(c net.Conn) bool {
 	g.conns[c] = struct{}{}
 	g.wg.Add(1)
 	return true
+}
+
+func (g *Gateway) atConnectionLimit() bool {
+	if g.cfg.MaxConnections <= 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns) >= g.cfg.MaxConnections
 }
 
 func (g *Gateway) untrack(c net.Conn) {
