@@ -58,7 +58,8 @@ type Redis struct {
 
 // Admin is the HTTP admin API (health, metrics).
 type Admin struct {
-	Listen string `koanf:"listen" help:"host:port of the admin HTTP API; empty = disabled"`
+	Listen     string `koanf:"listen" help:"host:port of the admin HTTP API; empty = disabled"`
+	Advertised string `koanf:"advertised" help:"host:port other gateways use to reach this admin API; empty = listen address with an unspecified host replaced by the Kafka advertised host"`
 }
 
 // Log configures the logger built by cmd/kgate.
@@ -217,6 +218,9 @@ func (c Config) Validate() error {
 	}
 	positive("redis.wait_timeout", c.Redis.WaitTimeout)
 
+	if c.Admin.Advertised != "" {
+		add(checkAdvertised("admin.advertised", c.Admin.Advertised))
+	}
 	if c.Admin.Listen != "" {
 		add(checkListen("admin.listen", c.Admin.Listen))
 	}

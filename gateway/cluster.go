@@ -22,6 +22,9 @@ func (g *Gateway) registration() redisstore.GatewayInfo {
 	}
 	if a := g.AdminAddr(); a != nil {
 		info.Admin = advertisedAdmin(a.String(), g.advHost)
+		if g.cfg.AdminAdvertised != "" {
+			info.Admin = g.cfg.AdminAdvertised
+		}
 	}
 	return info
 }

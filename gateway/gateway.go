@@ -18,12 +18,13 @@ import (
 
 // Config is the gateway's plain-data configuration; cmd/kgate fills it from configs.Config.
 type Config struct {
-	NodeID        int32
-	Listen        string // Kafka listener, host:port
-	Advertised    string // host:port told to clients; empty: the listener's address
-	AdminListen   string // admin HTTP listener; empty: none
-	MaxFrameBytes int32
-	ClusterID     string // empty: derived from the Redis namespace
+	NodeID          int32
+	Listen          string // Kafka listener, host:port
+	Advertised      string // host:port told to clients; empty: the listener's address
+	AdminListen     string // admin HTTP listener; empty: none
+	AdminAdvertised string // host:port other gateways reach the admin API at; empty: derived
+	MaxFrameBytes   int32
+	ClusterID       string // empty: derived from the Redis namespace
 
 	AutoCreateTopics      bool
 	DefaultPartitions     int32

@@ -65,6 +65,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		Listen:                cfg.Kafka.Listen,
 		Advertised:            cfg.Kafka.Advertised,
 		AdminListen:           cfg.Admin.Listen,
+		AdminAdvertised:       cfg.Admin.Advertised,
 		MaxFrameBytes:         cfg.Kafka.MaxFrameBytes,
 		MaxConnections:        cfg.Kafka.MaxConnections,
 		AutoCreateTopics:      cfg.Topics.AutoCreate,
