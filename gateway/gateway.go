@@ -204,6 +204,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	g.goBackground(g.runMembership)
 	g.goBackground(g.runAppendPublisher)
 	g.goBackground(g.runAppendSubscriber)
+	g.goBackground(g.runRetention)
 	close(g.ready)
 	served := make(chan struct{})
 	defer close(served)

@@ -1,0 +1,58 @@
+package gateway
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// retentionInterval is how often time-based retention runs.
+const retentionInterval = 30 * time.Second
+
+// runRetention enforces retention.ms: records older than the topic's retention are deleted by moving
+// the log start offset (as DeleteRecords does). Each gateway handles the partitions it leads, so the
+// work is spread and not repeated. Apache deletes whole segments, so it keeps some older records for a
+// while; kgate deletes record by record and keeps none.
+func (g *Gateway) runRetention(ctx context.Context) {
+	t := time.NewTicker(retentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g.enforceRetention(ctx, time.Now())
+	}
+}
+
+func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
+	topics, err := g.topics.all(ctx)
+	if err != nil {
+		return
+	}
+	for name, t := range topics {
+		v, _ := g.topicConfig(t, "retention.ms")
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			continue // -1: keep forever
+		}
+		cutoff := now.UnixMilli() - ms
+		for p := int32(0); p < t.Partitions; p++ {
+			if g.nodes.leaderFor(name, p).ID != g.cfg.NodeID {
+				continue
+			}
+			off, _, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
+			if err != nil {
+				continue
+			}
+			before := off
+			if !found {
+				before = -1 // every record is older than the cutoff
+			}
+			if start, err := g.store.DeleteRecords(ctx, name, p, before); err == nil && ctx.Err() == nil {
+				g.log.Debug().Str("topic", name).Int32("partition", p).Int64("log_start", start).Msg("retention applied")
+			}
+		}
+	}
+}
