@@ -40,6 +40,8 @@ type Config struct {
 	NodeTimeout       time.Duration
 	Peers             []Peer
 
+	RetentionCheckInterval time.Duration // how often retention.ms is enforced; default 30s
+
 	LagMetrics   bool // export consumer-group lag per partition
 	LagMaxSeries int
 
@@ -76,6 +78,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.NodeTimeout <= 0 {
 		c.NodeTimeout = 5 * time.Second
+	}
+	if c.RetentionCheckInterval <= 0 {
+		c.RetentionCheckInterval = 30 * time.Second
 	}
 	if c.LagMaxSeries <= 0 {
 		c.LagMaxSeries = 1000

@@ -6,15 +6,12 @@ import (
 	"time"
 )
 
-// retentionInterval is how often time-based retention runs.
-const retentionInterval = 30 * time.Second
-
 // runRetention enforces retention.ms: records older than the topic's retention are deleted by moving
 // the log start offset (as DeleteRecords does). Each gateway handles the partitions it leads, so the
 // work is spread and not repeated. Apache deletes whole segments, so it keeps some older records for a
 // while; kgate deletes record by record and keeps none.
 func (g *Gateway) runRetention(ctx context.Context) {
-	t := time.NewTicker(retentionInterval)
+	t := time.NewTicker(g.cfg.RetentionCheckInterval)
 	defer t.Stop()
 	for {
 		select {
