@@ -47,6 +47,9 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		return resp, nil
 	}
 	var parts []fetchPart
+	// Each topic is resolved once: a second registry lookup per topic would double the time a fetch
+	// takes to fail while Redis is unreachable (every lookup of a stale cache waits out its timeout).
+	resolved := make([]redisstore.Topic, len(req.Topics))
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := kmsg.NewFetchResponseTopic()
@@ -63,6 +66,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		} else {
 			topic, terr = g.topics.get(ctx, rt.Topic)
 		}
+		resolved[ti] = topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -84,22 +88,14 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := &resp.Topics[ti]
-		topicName := rt.Topic
-		if req.Version >= 13 {
-			if t, err := g.topics.byTopicID(ctx, rt.TopicID); err == nil {
-				topicName = t.Name
-			}
-		}
-		var logAppend bool
-		if t, err := g.topics.get(ctx, topicName); err == nil {
-			logAppend = g.logAppendTime(t)
-		}
+		topic := resolved[ti]
+		logAppend := g.logAppendTime(topic)
 		for pi, rp := range rt.Partitions {
 			if st.Partitions[pi].ErrorCode != 0 {
 				continue
 			}
 			parts = append(parts, fetchPart{
-				key: partKey{topicName, rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
+				key: partKey{topic.Name, rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
 				logAppend: logAppend, resp: &st.Partitions[pi],
 			})
 		}

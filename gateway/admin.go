@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // adminServer is the admin HTTP listener: JSON API, web console, metrics and probes.
@@ -61,7 +59,7 @@ func (g *Gateway) adminHandler() http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", g.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metricsRegistry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", g.metricsHandler())
 	g.registerAdminAPI(mux)
 	return mux
 }

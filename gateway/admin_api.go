@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -22,6 +24,9 @@ import (
 // coordinator answers itself instead of forwarding again.
 const forwardedHeader = "X-Kgate-Forwarded"
 
+// forwardTimeout bounds a forwarded admin request.
+const forwardTimeout = 5 * time.Second
+
 // registerAdminAPI mounts the JSON API and the web console.
 func (g *Gateway) registerAdminAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/groups", g.apiListGroups)
@@ -34,6 +39,10 @@ func (g *Gateway) registerAdminAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/topics/{topic}", g.apiTopic)
 	mux.HandleFunc("DELETE /api/v1/topics/{topic}", g.apiDeleteTopic)
 	mux.HandleFunc("GET /api/v1/cluster", g.apiCluster)
+	// An unknown API path answers JSON like the rest of the API, not the console's file server 404.
+	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint")
+	})
 	mux.Handle("GET /", consoleHandler())
 }
 
@@ -77,6 +86,26 @@ func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, g
 	if err != nil {
 		return false
 	}
+	// The body is read once and given to both the forwarded request and, when the coordinator does not
+	// answer, the local handler.
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad body: "+err.Error())
+			return true
+		}
+		body = b
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	// A coordinator that hangs must not hang the admin request: past the timeout this gateway answers.
+	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+	defer cancel()
+	fwd := r.WithContext(ctx)
+	fwd.Body, fwd.ContentLength = http.NoBody, int64(len(body))
+	if len(body) > 0 {
+		fwd.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	failed := false
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Director = func(req *http.Request) {
@@ -86,7 +115,7 @@ func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, g
 	proxy.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { failed = true }
 	// A coordinator that does not answer leaves the answer to this gateway, from Redis.
 	rec := &bufferedResponse{header: http.Header{}}
-	proxy.ServeHTTP(rec, r)
+	proxy.ServeHTTP(rec, fwd)
 	if failed {
 		return false
 	}
@@ -150,7 +179,11 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 			gs.Coordinator = c.ID
 		}
 		if info, ok := live[name]; ok {
-			gs.State, gs.Members, gs.Source = info.State, len(info.Members), "coordinator"
+			// List leaves Members out; Describe has them (unless the group went away meanwhile).
+			gs.State, gs.Source = info.State, "coordinator"
+			if d, ok := g.coord.Describe(ctx, name); ok {
+				gs.State, gs.Members = d.State, len(d.Members)
+			}
 		} else if remote, ok := g.remoteGroup(ctx, name); ok {
 			gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
 		}
@@ -317,14 +350,31 @@ func (g *Gateway) apiGroupOffsets(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(offs) == 0 {
-		if _, live := g.coord.Describe(ctx, group); !live {
-			if exists, err := g.store.GroupExists(ctx, group); err == nil && !exists {
-				writeError(w, http.StatusNotFound, "unknown group")
+		if topic := r.URL.Query().Get("topic"); topic != "" {
+			if _, err := g.topics.get(ctx, topic); errors.Is(err, redisstore.ErrUnknownTopic) {
+				writeError(w, http.StatusNotFound, "unknown topic")
 				return
 			}
 		}
+		if !g.groupKnown(ctx, group) {
+			writeError(w, http.StatusNotFound, "unknown group")
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, offs)
+}
+
+// groupKnown reports whether group has committed offsets in Redis or is live on this gateway or on
+// its coordinator. A Redis error counts as known: the caller then answers what it read.
+func (g *Gateway) groupKnown(ctx context.Context, group string) bool {
+	if _, live := g.coord.Describe(ctx, group); live {
+		return true
+	}
+	if exists, err := g.store.GroupExists(ctx, group); err != nil || exists {
+		return true
+	}
+	_, remote := g.remoteGroup(ctx, group)
+	return remote
 }
 
 // resetRequest is the body of POST /api/v1/groups/{group}/offsets.
@@ -356,6 +406,10 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "bad body: "+err.Error())
+		return
+	}
+	if req.Topic == "" {
+		writeError(w, http.StatusBadRequest, `"topic" is required`)
 		return
 	}
 	switch req.To {

@@ -23,7 +23,6 @@ type conn struct {
 	remote   string
 	clientID string
 	log      zerolog.Logger
-	out      []byte
 }
 
 // framePool recycles request buffers between requests of all connections.
@@ -136,12 +135,12 @@ func (c *conn) handleFrame(ctx context.Context, frame []byte) error {
 	return c.write(hdr, resp)
 }
 
+// write encodes into a pooled buffer, so an idle connection holds no output buffer.
 func (c *conn) write(hdr protocol.RequestHeader, resp kmsg.Response) error {
-	c.out = protocol.AppendResponse(c.out[:0], hdr.CorrelationID, resp)
-	bytesOut(len(c.out))
-	_, err := c.nc.Write(c.out)
-	if cap(c.out) > 64<<10 {
-		c.out = nil // keep idle connections small
-	}
+	bufp := framePool.Get().(*[]byte)
+	out := protocol.AppendResponse((*bufp)[:0], hdr.CorrelationID, resp)
+	bytesOut(len(out))
+	_, err := c.nc.Write(out)
+	putFrame(bufp, out)
 	return err
 }

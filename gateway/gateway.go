@@ -136,9 +136,6 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		appends: make(chan string, 4096),
 	}
 	g.bgCtx, g.stopBg = context.WithCancel(context.Background())
-	gatewaysMu.Lock()
-	gateways[g] = struct{}{}
-	gatewaysMu.Unlock()
 	return g
 }
 
@@ -243,9 +240,6 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 	g.wg.Wait()
 	g.coord.Close()
-	gatewaysMu.Lock()
-	delete(gateways, g)
-	gatewaysMu.Unlock()
 	return err
 }
 

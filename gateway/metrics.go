@@ -2,16 +2,20 @@ package gateway
 
 import (
 	"context"
+	"encoding/binary"
+	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Metrics live in one registry per process; kgate runs one gateway per process, tests run several and
-// share the counters, which only ever go up.
+// Counters and histograms live in one registry per process; kgate runs one gateway per process, tests
+// run several and share them (they only ever go up). Group states and lag belong to one gateway: each
+// gateway's /metrics adds its own (metricsHandler), so two gateways of one process never export the
+// same series twice, which would fail the whole scrape.
 var (
 	metricsRegistry = prometheus.NewRegistry()
 
@@ -35,7 +39,7 @@ var (
 		Name: "kgate_records_produced_total", Help: "Records appended, by topic.",
 	}, []string{"topic"})
 	mFetched = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kgate_records_fetched_total", Help: "Record batches bytes returned by Fetch, by topic.",
+		Name: "kgate_records_fetched_total", Help: "Records returned by Fetch, by topic.",
 	}, []string{"topic"})
 	mConnections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kgate_open_connections", Help: "Open Kafka client connections.",
@@ -55,15 +59,32 @@ func bytesOut(n int)     { mBytesOut.Add(float64(n)) }
 func recordsProduced(topic string, n int) { mProduced.WithLabelValues(topic).Add(float64(n)) }
 
 func recordsFetched(topic string, p *kmsg.FetchResponseTopicPartition) {
-	mFetched.WithLabelValues(topic).Add(float64(len(p.RecordBatches)))
-}
-
-// producePartitionOutcome counts a produce partition error.
-func producePartitionOutcome(_ string, code int16, _ int) {
-	if code != 0 {
-		mErrors.WithLabelValues("Produce", strconv.Itoa(int(code))).Inc()
+	if n := batchRecords(p.RecordBatches); n > 0 {
+		mFetched.WithLabelValues(topic).Add(float64(n))
 	}
 }
+
+// batchRecords sums the record counts in the headers of a record set's v2 batches. A trailing partial
+// batch (cut at the fetch size limit) is not counted: the client drops it.
+func batchRecords(b []byte) int {
+	const countEnd = 61 // baseOffset 8, length 4, epoch 4, magic 1, crc 4, attrs 2, delta 4, ts 8+8, pid 8, epoch 2, seq 4, count 4
+	n := 0
+	for len(b) >= countEnd {
+		size := 12 + int64(int32(binary.BigEndian.Uint32(b[8:12])))
+		if size < countEnd || size > int64(len(b)) {
+			break
+		}
+		if b[16] == 2 {
+			n += int(int32(binary.BigEndian.Uint32(b[57:61])))
+		}
+		b = b[size:]
+	}
+	return n
+}
+
+// producePartitionOutcome is kept for the produce path's call; produce error codes are counted with
+// every other API's in observeRequest, from the final response (after the append to Redis).
+func producePartitionOutcome(string, int16, int) {}
 
 var versionLabels = func() [64]string {
 	var v [64]string
@@ -84,30 +105,126 @@ func observeRequest(key, version int16, took time.Duration, resp kmsg.Response) 
 	if resp == nil {
 		return
 	}
-	if ec, ok := topLevelError(resp); ok && ec != 0 {
-		mErrors.WithLabelValues(name, strconv.Itoa(int(ec))).Inc()
-	}
+	responseErrors(resp, func(code int16) {
+		if code != 0 {
+			mErrors.WithLabelValues(name, strconv.Itoa(int(code))).Inc()
+		}
+	})
 }
 
-// topLevelError extracts a response's top-level error code, where it has one.
-func topLevelError(resp kmsg.Response) (int16, bool) {
+// responseErrors calls fn with every error code of a response: the top-level one and those of each
+// topic, partition, group or member, for every API in supportedAPIs.
+func responseErrors(resp kmsg.Response, fn func(int16)) {
 	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
 	case *kmsg.FetchResponse:
-		return r.ErrorCode, true
-	case *kmsg.JoinGroupResponse:
-		return r.ErrorCode, true
-	case *kmsg.SyncGroupResponse:
-		return r.ErrorCode, true
-	case *kmsg.HeartbeatResponse:
-		return r.ErrorCode, true
-	case *kmsg.LeaveGroupResponse:
-		return r.ErrorCode, true
+		fn(r.ErrorCode)
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
+	case *kmsg.ListOffsetsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
+	case *kmsg.MetadataResponse:
+		for _, t := range r.Topics {
+			fn(t.ErrorCode)
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
+	case *kmsg.OffsetCommitResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
+	case *kmsg.OffsetFetchResponse:
+		fn(r.ErrorCode)
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
+		for _, g := range r.Groups {
+			fn(g.ErrorCode)
+			for _, t := range g.Topics {
+				for _, p := range t.Partitions {
+					fn(p.ErrorCode)
+				}
+			}
+		}
 	case *kmsg.FindCoordinatorResponse:
-		return r.ErrorCode, true
+		fn(r.ErrorCode)
+		for _, c := range r.Coordinators {
+			fn(c.ErrorCode)
+		}
+	case *kmsg.JoinGroupResponse:
+		fn(r.ErrorCode)
+	case *kmsg.HeartbeatResponse:
+		fn(r.ErrorCode)
+	case *kmsg.LeaveGroupResponse:
+		fn(r.ErrorCode)
+		for _, m := range r.Members {
+			fn(m.ErrorCode)
+		}
+	case *kmsg.SyncGroupResponse:
+		fn(r.ErrorCode)
+	case *kmsg.DescribeGroupsResponse:
+		for _, g := range r.Groups {
+			fn(g.ErrorCode)
+		}
+	case *kmsg.ListGroupsResponse:
+		fn(r.ErrorCode)
+	case *kmsg.ApiVersionsResponse:
+		fn(r.ErrorCode)
+	case *kmsg.CreateTopicsResponse:
+		for _, t := range r.Topics {
+			fn(t.ErrorCode)
+		}
+	case *kmsg.DeleteTopicsResponse:
+		for _, t := range r.Topics {
+			fn(t.ErrorCode)
+		}
+	case *kmsg.DeleteRecordsResponse:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
 	case *kmsg.InitProducerIDResponse:
-		return r.ErrorCode, true
+		fn(r.ErrorCode)
+	case *kmsg.DescribeConfigsResponse:
+		for _, res := range r.Resources {
+			fn(res.ErrorCode)
+		}
+	case *kmsg.CreatePartitionsResponse:
+		for _, t := range r.Topics {
+			fn(t.ErrorCode)
+		}
+	case *kmsg.DeleteGroupsResponse:
+		for _, g := range r.Groups {
+			fn(g.ErrorCode)
+		}
+	case *kmsg.OffsetDeleteResponse:
+		fn(r.ErrorCode)
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				fn(p.ErrorCode)
+			}
+		}
+	case *kmsg.DescribeClusterResponse:
+		fn(r.ErrorCode)
 	}
-	return 0, false
 }
 
 var mCommits = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -133,13 +250,10 @@ var (
 	descGroupLag      = prometheus.NewDesc("kgate_group_lag", "Consumer-group lag in records per partition (bounded by metrics.lag_max_series).",
 		[]string{"node", "group", "topic", "partition"}, nil)
 	descLagTruncated = prometheus.NewDesc("kgate_group_lag_series_dropped", "Lag series not exported because of metrics.lag_max_series.", []string{"node"}, nil)
-
-	gatewaysMu sync.Mutex
-	gateways   = map[*Gateway]struct{}{}
 )
 
 func init() {
-	metricsRegistry.MustRegister(mRedisLatency, mRedisErrors, mRebalances, groupCollector{})
+	metricsRegistry.MustRegister(mRedisLatency, mRedisErrors, mRebalances)
 }
 
 func observeRedis(cmd string, took time.Duration, err error) {
@@ -149,8 +263,15 @@ func observeRedis(cmd string, took time.Duration, err error) {
 	}
 }
 
-// groupCollector reports group states and lag at scrape time for every gateway in the process.
-type groupCollector struct{}
+// metricsHandler serves the process-wide metrics plus this gateway's group states and lag.
+func (g *Gateway) metricsHandler() http.Handler {
+	own := prometheus.NewRegistry()
+	own.MustRegister(groupCollector{g: g})
+	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, own}, promhttp.HandlerOpts{})
+}
+
+// groupCollector reports one gateway's group states and lag at scrape time.
+type groupCollector struct{ g *Gateway }
 
 func (groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descGroupsByState
@@ -158,17 +279,7 @@ func (groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLagTruncated
 }
 
-func (groupCollector) Collect(ch chan<- prometheus.Metric) {
-	gatewaysMu.Lock()
-	gs := make([]*Gateway, 0, len(gateways))
-	for g := range gateways {
-		gs = append(gs, g)
-	}
-	gatewaysMu.Unlock()
-	for _, g := range gs {
-		g.collectGroups(ch)
-	}
-}
+func (c groupCollector) Collect(ch chan<- prometheus.Metric) { c.g.collectGroups(ch) }
 
 func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(g.bgCtx, 5*time.Second)

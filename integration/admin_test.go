@@ -1,0 +1,844 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/internal/redistest"
+)
+
+// Issue 4, the admin HTTP API end to end: a real franz-go group consumer commits through the gateway,
+// the API is read over HTTP, Redis is inspected and written directly.
+
+// admHTTP is the admin API client of the tests; every call is bounded.
+var admHTTP = &http.Client{Timeout: 15 * time.Second}
+
+// admCall sends one request to the admin API and returns the status and body. A string body is sent as
+// is (to send malformed JSON); anything else is marshalled.
+func admCall(t *testing.T, method, u string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatalf("marshal %T: %v", body, err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, u, rd)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := admHTTP.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, u, err)
+	}
+	return resp.StatusCode, data
+}
+
+// admJSON calls the admin API, fails unless the status is want, and decodes the answer into out.
+func admJSON(t *testing.T, method, u string, body any, want int, out any) {
+	t.Helper()
+	status, data := admCall(t, method, u, body)
+	if status != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, u, status, want, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, u, data, err)
+		}
+	}
+}
+
+// admWantError checks an error answer: the status and a JSON {"error": "..."} body.
+func admWantError(t *testing.T, method, u string, body any, want int) string {
+	t.Helper()
+	status, data := admCall(t, method, u, body)
+	if status != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, u, status, want, data)
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(data, &e); err != nil || e.Error == "" {
+		t.Fatalf("%s %s: error body %q is not {\"error\": \"...\"} (%v)", method, u, data, err)
+	}
+	return e.Error
+}
+
+// The JSON shapes of the admin API as a client reads them; pointers tell null from 0.
+type admOffset struct {
+	Topic               string `json:"topic"`
+	Partition           int32  `json:"partition"`
+	CommittedOffset     int64  `json:"committedOffset"`
+	Metadata            string `json:"metadata"`
+	LogStartOffset      int64  `json:"logStartOffset"`
+	LogEndOffset        int64  `json:"logEndOffset"`
+	Lag                 int64  `json:"lag"`
+	LastCommitTimestamp *int64 `json:"lastCommitTimestamp"`
+	SidecarOffset       *int64 `json:"sidecarOffset"`
+}
+
+type admGroupSummary struct {
+	Group       string `json:"group"`
+	State       string `json:"state"`
+	Members     int    `json:"members"`
+	TotalLag    int64  `json:"totalLag"`
+	Coordinator int32  `json:"coordinator"`
+	Source      string `json:"source"`
+}
+
+type admMember struct {
+	MemberID   string             `json:"memberId"`
+	InstanceID *string            `json:"instanceId"`
+	ClientID   string             `json:"clientId"`
+	ClientHost string             `json:"clientHost"`
+	Assigned   map[string][]int32 `json:"assignedPartitions"`
+}
+
+type admGroupDetail struct {
+	Group        string      `json:"group"`
+	State        string      `json:"state"`
+	ProtocolType string      `json:"protocolType"`
+	Protocol     string      `json:"protocol"`
+	Generation   int32       `json:"generation"`
+	Coordinator  int32       `json:"coordinator"`
+	Source       string      `json:"source"`
+	Members      []admMember `json:"members"`
+	Offsets      []admOffset `json:"offsets"`
+	TotalLag     int64       `json:"totalLag"`
+}
+
+type admResetAnswer struct {
+	DryRun  bool `json:"dryRun"`
+	Offsets []struct {
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Previous  *int64 `json:"previousOffset"`
+		Offset    int64  `json:"newOffset"`
+	} `json:"offsets"`
+}
+
+type admPartition struct {
+	Partition      int32 `json:"partition"`
+	Leader         int32 `json:"leader"`
+	LogStartOffset int64 `json:"logStartOffset"`
+	LogEndOffset   int64 `json:"logEndOffset"`
+	Records        int64 `json:"records"`
+	MemoryBytes    int64 `json:"memoryBytes"`
+}
+
+type admTopic struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Partitions []admPartition    `json:"partitions"`
+	Configs    map[string]string `json:"configs"`
+	Records    int64             `json:"records"`
+}
+
+type admGatewayView struct {
+	NodeID            int32  `json:"nodeId"`
+	Advertised        string `json:"advertised"`
+	Admin             string `json:"admin"`
+	Alive             bool   `json:"alive"`
+	CoordinatedGroups int    `json:"coordinatedGroups"`
+}
+
+type admClusterView struct {
+	ClusterID    string           `json:"clusterId"`
+	Self         int32            `json:"self"`
+	Gateways     []admGatewayView `json:"gateways"`
+	RedisMode    string           `json:"redisMode"`
+	RedisVersion string           `json:"redisVersion"`
+}
+
+// admCreateTopics creates topics through Kafka (CreateTopics) and fails on any error.
+func admCreateTopics(t *testing.T, ctx context.Context, adm *kadm.Client, partitions int32, configs map[string]*string, topics ...string) {
+	t.Helper()
+	resp, err := adm.CreateTopics(ctx, partitions, 1, configs, topics...)
+	if err != nil {
+		t.Fatalf("create topics %v: %v", topics, err)
+	}
+	if err := resp.Error(); err != nil {
+		t.Fatalf("create topics %v: %v", topics, err)
+	}
+}
+
+// admOffsetsURL is GET/POST /api/v1/groups/{group}/offsets.
+func admOffsetsURL(g *testGateway, group string) string {
+	return g.AdminURL + "/api/v1/groups/" + url.PathEscape(group) + "/offsets"
+}
+
+func admGroupURL(g *testGateway, group string) string {
+	return g.AdminURL + "/api/v1/groups/" + url.PathEscape(group)
+}
+
+// admOffsets reads a group's offsets, optionally filtered by topic.
+func admOffsets(t *testing.T, g *testGateway, group, topic string) []admOffset {
+	t.Helper()
+	u := admOffsetsURL(g, group)
+	if topic != "" {
+		u += "?topic=" + url.QueryEscape(topic)
+	}
+	var out []admOffset
+	admJSON(t, http.MethodGet, u, nil, http.StatusOK, &out)
+	return out
+}
+
+// admFindOffset returns the entry of topic/partition or fails.
+func admFindOffset(t *testing.T, offs []admOffset, topic string, p int32) admOffset {
+	t.Helper()
+	for _, o := range offs {
+		if o.Topic == topic && o.Partition == p {
+			return o
+		}
+	}
+	t.Fatalf("no offset entry for %s/%d in %+v", topic, p, offs)
+	return admOffset{}
+}
+
+// admProduce produces n records to one partition with values "<topic>-<i>" and record timestamps
+// ts(i) (zero: now), in one synchronous call.
+func admProduce(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, p int32, n int, ts func(i int) time.Time) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "%s-%d", topic, i)}
+		if ts != nil {
+			recs[i].Timestamp = ts(i)
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce %d records to %s/%d: %v", n, topic, p, err)
+	}
+}
+
+// admProducer returns a client that produces to the partition each record names.
+func admProducer(t *testing.T, g *testGateway) *kgo.Client {
+	return newClient(t, g, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.AllowAutoTopicCreation())
+}
+
+// admConsumer starts a franz-go group consumer of topics that commits only by hand.
+func admConsumer(t *testing.T, g *testGateway, group string, topics ...string) *kgo.Client {
+	t.Helper()
+	return newClient(t, g, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics...), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("kgate-admin-it"),
+		kgo.FetchMaxWait(200*time.Millisecond))
+}
+
+// admPoll polls cl until want records per topic have arrived and returns them by topic.
+func admPoll(t *testing.T, ctx context.Context, cl *kgo.Client, want map[string]int) map[string][]*kgo.Record {
+	t.Helper()
+	got := map[string][]*kgo.Record{}
+	done := func() bool {
+		for topic, n := range want {
+			if len(got[topic]) < n {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("poll: %v (got %d topics of %v)", err, len(got), want)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) { got[r.Topic] = append(got[r.Topic], r) })
+	}
+	return got
+}
+
+// admCommit commits recs through cl and returns the wall-clock window around the commit call.
+func admCommit(t *testing.T, ctx context.Context, cl *kgo.Client, recs ...*kgo.Record) (before, after time.Time) {
+	t.Helper()
+	before = time.Now()
+	if err := cl.CommitRecords(ctx, recs...); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return before, time.Now()
+}
+
+// admWaitState polls GET /api/v1/groups/{group} until the group is in state.
+func admWaitState(t *testing.T, g *testGateway, group, state string) admGroupDetail {
+	t.Helper()
+	var d admGroupDetail
+	waitFor(t, 20*time.Second, "group "+group+" "+state, func() bool {
+		status, data := admCall(t, http.MethodGet, admGroupURL(g, group), nil)
+		d = admGroupDetail{}
+		return status == http.StatusOK && json.Unmarshal(data, &d) == nil && d.State == state
+	})
+	return d
+}
+
+// admCheckCommitTime asserts a lastCommitTimestamp lies within a second of the commit call.
+func admCheckCommitTime(t *testing.T, o admOffset, before, after time.Time) {
+	t.Helper()
+	if o.LastCommitTimestamp == nil {
+		t.Fatalf("%s/%d: lastCommitTimestamp is null, want the commit time", o.Topic, o.Partition)
+	}
+	ts := *o.LastCommitTimestamp
+	if lo, hi := before.Add(-time.Second).UnixMilli(), after.Add(time.Second).UnixMilli(); ts < lo || ts > hi {
+		t.Fatalf("%s/%d: lastCommitTimestamp %d not within 1s of the commit [%d, %d]",
+			o.Topic, o.Partition, ts, before.UnixMilli(), after.UnixMilli())
+	}
+}
+
+// TestAdminGroupOffsets: committed offset, lag, lastCommitTimestamp and the sidecar offset after a
+// franz-go commit; the topic filter; an older gateway's canonical-only write; a malformed sidecar.
+func TestAdminGroupOffsets(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 60*time.Second)
+		const topic, other, group = "adm-offsets", "adm-offsets-other", "adm-offsets-group"
+		const total, committed = 10, 6 // M records, offset N committed
+		admCreateTopics(t, ctx, newAdmin(t, g), 1, nil, topic, other)
+		p := admProducer(t, g)
+		admProduce(t, ctx, p, topic, 0, total, nil)
+		admProduce(t, ctx, p, other, 0, 3, nil)
+
+		c := admConsumer(t, g, group, topic, other)
+		got := admPoll(t, ctx, c, map[string]int{topic: total, other: 3})
+		before, after := admCommit(t, ctx, c, got[topic][committed-1], got[other][2])
+
+		// The raw answer has every documented field.
+		status, raw := admCall(t, http.MethodGet, admOffsetsURL(g, group), nil)
+		if status != http.StatusOK {
+			t.Fatalf("GET offsets: %d %s", status, raw)
+		}
+		var shape []map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &shape); err != nil || len(shape) == 0 {
+			t.Fatalf("offsets %s: %v", raw, err)
+		}
+		for _, f := range []string{"topic", "partition", "committedOffset", "metadata", "logStartOffset",
+			"logEndOffset", "lag", "lastCommitTimestamp", "sidecarOffset"} {
+			if _, ok := shape[0][f]; !ok {
+				t.Errorf("offset entry %s has no field %q", raw, f)
+			}
+		}
+
+		all := admOffsets(t, g, group, "")
+		if len(all) != 2 {
+			t.Fatalf("offsets: %d entries, want 2 (one per committed partition): %+v", len(all), all)
+		}
+		o := admFindOffset(t, all, topic, 0)
+		if o.CommittedOffset != committed || o.LogEndOffset != total || o.LogStartOffset != 0 || o.Lag != total-committed {
+			t.Fatalf("offset %+v: want committed %d, end %d, start 0, lag %d", o, committed, total, total-committed)
+		}
+		admCheckCommitTime(t, o, before, after)
+		if o.SidecarOffset == nil || *o.SidecarOffset != committed {
+			t.Fatalf("sidecarOffset %v, want %d", o.SidecarOffset, committed)
+		}
+		if oo := admFindOffset(t, all, other, 0); oo.CommittedOffset != 3 || oo.Lag != 0 {
+			t.Fatalf("other topic offset %+v: want committed 3, lag 0", oo)
+		}
+
+		// ?topic= keeps only that topic.
+		filtered := admOffsets(t, g, group, topic)
+		if len(filtered) != 1 || filtered[0].Topic != topic {
+			t.Fatalf("?topic=%s: %+v", topic, filtered)
+		}
+		if f := admOffsets(t, g, group, other); len(f) != 1 || f[0].Topic != other {
+			t.Fatalf("?topic=%s: %+v", other, f)
+		}
+		admWantError(t, http.MethodGet, admOffsetsURL(g, group)+"?topic=adm-no-such-topic", nil, http.StatusNotFound)
+
+		// An older gateway moves only the canonical offset: the timestamp stays that of the last
+		// timestamped commit, and the sidecar still names the offset it belongs to.
+		canonical, sidecar, _ := g.Store.OffsetKeys(group)
+		field := g.Store.StreamKey(topic, 0)
+		rdb := g.Store.Client()
+		if err := rdb.HSet(ctx, canonical, field, committed+1).Err(); err != nil {
+			t.Fatalf("raw HSET: %v", err)
+		}
+		o2 := admFindOffset(t, admOffsets(t, g, group, topic), topic, 0)
+		if o2.CommittedOffset != committed+1 || o2.Lag != total-committed-1 {
+			t.Fatalf("after the canonical-only write: %+v, want committed %d lag %d", o2, committed+1, total-committed-1)
+		}
+		if o2.LastCommitTimestamp == nil || *o2.LastCommitTimestamp != *o.LastCommitTimestamp {
+			t.Fatalf("lastCommitTimestamp %v after a canonical-only write, want unchanged %d", o2.LastCommitTimestamp, *o.LastCommitTimestamp)
+		}
+		if o2.SidecarOffset == nil || *o2.SidecarOffset != committed {
+			t.Fatalf("sidecarOffset %v after a canonical-only write, want still %d", o2.SidecarOffset, committed)
+		}
+
+		// A malformed sidecar value never fails the read; it reads as no timestamp.
+		for _, bad := range []string{"garbage", "6|", "|123", "-1|5", "6|x"} {
+			if err := rdb.HSet(ctx, sidecar, field, bad).Err(); err != nil {
+				t.Fatalf("raw HSET sidecar: %v", err)
+			}
+			o3 := admFindOffset(t, admOffsets(t, g, group, ""), topic, 0)
+			if o3.LastCommitTimestamp != nil || o3.SidecarOffset != nil || o3.CommittedOffset != committed+1 {
+				t.Fatalf("sidecar %q: %+v, want committed %d and null timestamp/sidecar offset", bad, o3, committed+1)
+			}
+		}
+		// The group summary and detail read through the same path.
+		var d admGroupDetail
+		admJSON(t, http.MethodGet, admGroupURL(g, group), nil, http.StatusOK, &d)
+		if len(d.Offsets) != 2 || d.TotalLag != total-committed-1 {
+			t.Fatalf("group detail with a malformed sidecar: %+v", d)
+		}
+	})
+}
+
+// TestAdminResetOffsets: POST /api/v1/groups/{g}/offsets on an Empty group, every target, dry-run,
+// the cleared sidecar, and the errors.
+func TestAdminResetOffsets(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 60*time.Second)
+		const topic, group = "adm-reset", "adm-reset-group"
+		adm := newAdmin(t, g)
+		admCreateTopics(t, ctx, adm, 2, nil, topic)
+		base := time.Now().Add(-time.Hour).Truncate(time.Second)
+		at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
+		p := admProducer(t, g)
+		admProduce(t, ctx, p, topic, 0, 10, at)
+		admProduce(t, ctx, p, topic, 1, 4, at)
+		// Log start 2 on partition 0, so earliest is not simply 0.
+		var trim kadm.Offsets
+		trim.AddOffset(topic, 0, 2, -1)
+		del, err := adm.DeleteRecords(ctx, trim)
+		if err != nil || del.Error() != nil {
+			t.Fatalf("delete records: %v %v", err, del.Error())
+		}
+
+		c := admConsumer(t, g, group, topic)
+		got := admPoll(t, ctx, c, map[string]int{topic: 12})
+		var last0, last1 *kgo.Record
+		for _, r := range got[topic] {
+			if r.Partition == 0 && r.Offset == 7 {
+				last0 = r
+			}
+			if r.Partition == 1 && r.Offset == 2 {
+				last1 = r
+			}
+		}
+		if last0 == nil || last1 == nil {
+			t.Fatalf("did not consume offsets 0/7 and 1/2")
+		}
+		admCommit(t, ctx, c, last0, last1) // committed 8 and 3
+		admWaitState(t, g, group, "Stable")
+		admWantError(t, http.MethodPost, admOffsetsURL(g, group), map[string]any{"topic": topic, "to": "earliest"}, http.StatusConflict)
+		c.Close()
+		admWaitState(t, g, group, "Empty")
+
+		committed := func() map[int32]admOffset {
+			out := map[int32]admOffset{}
+			for _, o := range admOffsets(t, g, group, topic) {
+				out[o.Partition] = o
+			}
+			return out
+		}
+		if cm := committed(); cm[0].CommittedOffset != 8 || cm[1].CommittedOffset != 3 || cm[0].LastCommitTimestamp == nil {
+			t.Fatalf("before the resets: %+v", cm)
+		}
+
+		// Dry run: the answer says what would happen; nothing is written.
+		var dry admResetAnswer
+		admJSON(t, http.MethodPost, admOffsetsURL(g, group), map[string]any{"topic": topic, "to": "latest", "dryRun": true}, http.StatusOK, &dry)
+		if !dry.DryRun || len(dry.Offsets) != 2 {
+			t.Fatalf("dry run answer %+v", dry)
+		}
+		for _, r := range dry.Offsets {
+			wantPrev, wantNew := map[int32]int64{0: 8, 1: 3}[r.Partition], map[int32]int64{0: 10, 1: 4}[r.Partition]
+			if r.Previous == nil || *r.Previous != wantPrev || r.Offset != wantNew {
+				t.Fatalf("dry run partition %d: previous %v new %d, want %d -> %d", r.Partition, r.Previous, r.Offset, wantPrev, wantNew)
+			}
+		}
+		if cm := committed(); cm[0].CommittedOffset != 8 || cm[1].CommittedOffset != 3 || cm[0].LastCommitTimestamp == nil {
+			t.Fatalf("a dry run wrote: %+v", cm)
+		}
+
+		for _, tc := range []struct {
+			name string
+			body map[string]any
+			want map[int32]int64
+		}{
+			{"earliest", map[string]any{"topic": topic, "to": "earliest"}, map[int32]int64{0: 2, 1: 0}},
+			{"latest", map[string]any{"topic": topic, "to": "latest"}, map[int32]int64{0: 10, 1: 4}},
+			{"offset one partition", map[string]any{"topic": topic, "to": "offset", "value": 7, "partitions": []int32{0}}, map[int32]int64{0: 7, 1: 4}},
+			{"shift back", map[string]any{"topic": topic, "to": "shift", "value": -3}, map[int32]int64{0: 4, 1: 1}},
+			{"shift forward", map[string]any{"topic": topic, "to": "shift", "value": 2, "partitions": []int32{1}}, map[int32]int64{0: 4, 1: 3}},
+			{"offset clamped to the log end", map[string]any{"topic": topic, "to": "offset", "value": 100}, map[int32]int64{0: 10, 1: 4}},
+			{"offset clamped to the log start", map[string]any{"topic": topic, "to": "offset", "value": 0}, map[int32]int64{0: 2, 1: 0}},
+			// Partition 0 has record i at base+i s (offsets 0-1 deleted); partition 1 has none that late.
+			{"timestamp", map[string]any{"topic": topic, "to": "timestamp", "value": at(5).UnixMilli()}, map[int32]int64{0: 5, 1: 4}},
+			{"timestamp before every record", map[string]any{"topic": topic, "to": "timestamp", "value": at(-10).UnixMilli()}, map[int32]int64{0: 2, 1: 0}},
+		} {
+			var ans admResetAnswer
+			admJSON(t, http.MethodPost, admOffsetsURL(g, group), tc.body, http.StatusOK, &ans)
+			if ans.DryRun {
+				t.Fatalf("%s: answered as a dry run", tc.name)
+			}
+			cm := committed()
+			for part, want := range tc.want {
+				o := cm[part]
+				if o.CommittedOffset != want {
+					t.Fatalf("%s: partition %d committed %d, want %d (%+v)", tc.name, part, o.CommittedOffset, want, cm)
+				}
+				if o.LastCommitTimestamp != nil || o.SidecarOffset != nil {
+					t.Fatalf("%s: partition %d lastCommitTimestamp %v sidecarOffset %v after an admin reset, want null",
+						tc.name, part, o.LastCommitTimestamp, o.SidecarOffset)
+				}
+				if o.Lag != o.LogEndOffset-want {
+					t.Fatalf("%s: partition %d lag %d, want %d", tc.name, part, o.Lag, o.LogEndOffset-want)
+				}
+			}
+		}
+		// The reset cleared the sidecar entries in Redis, not just in the answer.
+		_, sidecar, _ := g.Store.OffsetKeys(group)
+		if n, err := g.Store.Client().HLen(ctx, sidecar).Result(); err != nil || n != 0 {
+			t.Fatalf("sidecar hash after resets: %d entries (%v), want none", n, err)
+		}
+
+		// Bad input.
+		u := admOffsetsURL(g, group)
+		admWantError(t, http.MethodPost, u, `{"topic":`, http.StatusBadRequest)
+		admWantError(t, http.MethodPost, u, `{"topic":"`+topic+`","to":"earliest","bogus":1}`, http.StatusBadRequest)
+		admWantError(t, http.MethodPost, u, map[string]any{"topic": topic, "to": "sideways"}, http.StatusBadRequest)
+		admWantError(t, http.MethodPost, u, map[string]any{"topic": topic, "to": "offset", "value": 1, "partitions": []int32{5}}, http.StatusBadRequest)
+		admWantError(t, http.MethodPost, u, map[string]any{"to": "earliest"}, http.StatusBadRequest)
+		admWantError(t, http.MethodPost, u, map[string]any{"topic": "adm-no-such-topic", "to": "earliest"}, http.StatusNotFound)
+		if cm := committed(); cm[0].CommittedOffset != 2 || cm[1].CommittedOffset != 0 {
+			t.Fatalf("a rejected reset wrote: %+v", cm)
+		}
+
+		// Unknown group and topic.
+		admWantError(t, http.MethodGet, admGroupURL(g, "adm-no-such-group"), nil, http.StatusNotFound)
+		admWantError(t, http.MethodGet, admOffsetsURL(g, "adm-no-such-group"), nil, http.StatusNotFound)
+		admWantError(t, http.MethodDelete, admGroupURL(g, "adm-no-such-group"), nil, http.StatusNotFound)
+		admWantError(t, http.MethodGet, g.AdminURL+"/api/v1/topics/adm-no-such-topic", nil, http.StatusNotFound)
+	})
+}
+
+// TestAdminGroups: the group list and detail while a consumer runs, and DELETE.
+func TestAdminGroups(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 60*time.Second)
+		const topic, group = "adm-groups", "adm-groups-group"
+		admCreateTopics(t, ctx, newAdmin(t, g), 2, nil, topic)
+		p := admProducer(t, g)
+		admProduce(t, ctx, p, topic, 0, 5, nil)
+		admProduce(t, ctx, p, topic, 1, 3, nil)
+
+		c := admConsumer(t, g, group, topic)
+		got := admPoll(t, ctx, c, map[string]int{topic: 8})
+		var at0 *kgo.Record
+		for _, r := range got[topic] {
+			if r.Partition == 0 && r.Offset == 1 {
+				at0 = r
+			}
+		}
+		admCommit(t, ctx, c, at0) // partition 0 at 2: lag 3; partition 1 not committed
+
+		d := admWaitState(t, g, group, "Stable")
+		if d.Source != "coordinator" || d.ProtocolType != "consumer" || d.Protocol == "" || d.Generation < 1 {
+			t.Fatalf("group detail %+v: want source coordinator, protocol type consumer, a protocol and generation", d)
+		}
+		if len(d.Members) != 1 {
+			t.Fatalf("members %+v, want 1", d.Members)
+		}
+		m := d.Members[0]
+		if m.MemberID == "" || m.ClientID != "kgate-admin-it" || m.ClientHost != "/127.0.0.1" {
+			t.Fatalf("member %+v: want a member id, client id kgate-admin-it, host /127.0.0.1", m)
+		}
+		if ps := slices.Sorted(slices.Values(m.Assigned[topic])); !slices.Equal(ps, []int32{0, 1}) {
+			t.Fatalf("assigned partitions %v, want %s: [0 1]", m.Assigned, topic)
+		}
+		if len(d.Offsets) != 1 || d.Offsets[0].CommittedOffset != 2 || d.Offsets[0].Lag != 3 || d.TotalLag != 3 {
+			t.Fatalf("detail offsets %+v total lag %d: want partition 0 at 2, lag 3", d.Offsets, d.TotalLag)
+		}
+
+		var list []admGroupSummary
+		admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/groups", nil, http.StatusOK, &list)
+		var s *admGroupSummary
+		for i := range list {
+			if list[i].Group == group {
+				s = &list[i]
+			}
+		}
+		if s == nil || s.State != "Stable" || s.Members != 1 || s.TotalLag != 3 || s.Source != "coordinator" {
+			t.Fatalf("group list %+v: want %s Stable, 1 member, total lag 3", list, group)
+		}
+
+		// A group with members is neither reset nor deleted.
+		admWantError(t, http.MethodDelete, admGroupURL(g, group), nil, http.StatusConflict)
+		admWantError(t, http.MethodPost, admOffsetsURL(g, group), map[string]any{"topic": topic, "to": "latest"}, http.StatusConflict)
+
+		c.Close()
+		d = admWaitState(t, g, group, "Empty")
+		if len(d.Members) != 0 || d.Offsets[0].CommittedOffset != 2 {
+			t.Fatalf("Empty group detail %+v", d)
+		}
+		status, body := admCall(t, http.MethodDelete, admGroupURL(g, group), nil)
+		if status != http.StatusNoContent {
+			t.Fatalf("DELETE Empty group: %d %s", status, body)
+		}
+		canonical, sidecar, metadata := g.Store.OffsetKeys(group)
+		for _, k := range []string{canonical, sidecar, metadata} {
+			if n, err := g.Store.Client().Exists(ctx, k).Result(); err != nil || n != 0 {
+				t.Fatalf("key %s after DELETE: exists=%d err=%v", k, n, err)
+			}
+		}
+		admWantError(t, http.MethodGet, admGroupURL(g, group), nil, http.StatusNotFound)
+		admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/groups", nil, http.StatusOK, &list)
+		for _, s := range list {
+			if s.Group == group {
+				t.Fatalf("deleted group still listed: %+v", list)
+			}
+		}
+	})
+}
+
+// TestAdminTopics: create, list, describe (offsets, records, memory, configs) and delete topics.
+func TestAdminTopics(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b, gatewayOpts{mutate: func(c *gateway.Config) { c.AutoCreateTopics = false }})
+		ctx := testCtx(t, 60*time.Second)
+		const topic = "adm-topics"
+		topicsURL := g.AdminURL + "/api/v1/topics"
+
+		var created admTopic
+		admJSON(t, http.MethodPost, topicsURL, map[string]any{"name": topic, "partitions": 3,
+			"configs": map[string]string{"retention.ms": "60000"}}, http.StatusCreated, &created)
+		if created.Name != topic || len(created.Partitions) != 3 || created.ID == "" || created.Configs["retention.ms"] != "60000" {
+			t.Fatalf("created %+v", created)
+		}
+		admWantError(t, http.MethodPost, topicsURL, map[string]any{"name": topic, "partitions": 1}, http.StatusConflict)
+		for _, bad := range []any{
+			map[string]any{"name": "bad name!"},
+			map[string]any{"name": ""},
+			map[string]any{"name": ".."},
+			map[string]any{"name": strings.Repeat("x", 250)},
+			map[string]any{"name": "adm-topics-neg", "partitions": -1},
+			map[string]any{"name": "adm-topics-cfg", "configs": map[string]string{"retention.ms": "soon"}},
+			map[string]any{"name": "adm-topics-unknown", "replicas": 3},
+			`{"name":`,
+		} {
+			admWantError(t, http.MethodPost, topicsURL, bad, http.StatusBadRequest)
+		}
+
+		p := admProducer(t, g)
+		admProduce(t, ctx, p, topic, 1, 5, nil)
+
+		var list []admTopic
+		admJSON(t, http.MethodGet, topicsURL, nil, http.StatusOK, &list)
+		if len(list) != 1 || list[0].Name != topic || len(list[0].Partitions) != 3 || list[0].Records != 5 {
+			t.Fatalf("topic list %+v: want only %s with 3 partitions and 5 records", list, topic)
+		}
+
+		var d admTopic
+		admJSON(t, http.MethodGet, topicsURL+"/"+topic, nil, http.StatusOK, &d)
+		if d.Name != topic || d.ID != created.ID || len(d.Partitions) != 3 || d.Records != 5 {
+			t.Fatalf("topic %+v", d)
+		}
+		for _, pd := range d.Partitions {
+			want := int64(0)
+			if pd.Partition == 1 {
+				want = 5
+			}
+			if pd.LogStartOffset != 0 || pd.LogEndOffset != want || pd.Records != want {
+				t.Fatalf("partition %+v: want start 0, end and records %d", pd, want)
+			}
+			if (pd.MemoryBytes > 0) != (want > 0) {
+				t.Fatalf("partition %+v: memoryBytes should be > 0 exactly for the partition with records", pd)
+			}
+		}
+		if d.Configs["retention.ms"] != "60000" || d.Configs["cleanup.policy"] == "" {
+			t.Fatalf("configs %v: want retention.ms 60000 and the defaults", d.Configs)
+		}
+
+		status, body := admCall(t, http.MethodDelete, topicsURL+"/"+topic, nil)
+		if status != http.StatusNoContent {
+			t.Fatalf("DELETE topic: %d %s", status, body)
+		}
+		admWantError(t, http.MethodGet, topicsURL+"/"+topic, nil, http.StatusNotFound)
+		admWantError(t, http.MethodDelete, topicsURL+"/"+topic, nil, http.StatusNotFound)
+		admJSON(t, http.MethodGet, topicsURL, nil, http.StatusOK, &list)
+		if len(list) != 0 {
+			t.Fatalf("topics after delete: %+v", list)
+		}
+	})
+}
+
+// TestAdminCluster: one gateway reports itself and the Redis behind it.
+func TestAdminCluster(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		var v admClusterView
+		admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
+		wantMode := "standalone"
+		if b.cluster {
+			wantMode = "cluster"
+		}
+		if v.RedisMode != wantMode || v.RedisVersion == "" || !strings.Contains(v.RedisVersion, ".") {
+			t.Fatalf("cluster view %+v: want redis mode %s and a version", v, wantMode)
+		}
+		if v.ClusterID == "" || len(v.Gateways) != 1 {
+			t.Fatalf("cluster view %+v: want a cluster id and one gateway", v)
+		}
+		gw := v.Gateways[0]
+		if gw.NodeID != 0 || !gw.Alive || gw.Advertised != g.AdvertisedAddr() || "http://"+gw.Admin != g.AdminURL {
+			t.Fatalf("gateway %+v: want node 0 alive at %s, admin %s", gw, g.AdvertisedAddr(), g.AdminURL)
+		}
+	})
+}
+
+// admCoordinatedBy returns a group id that the gateway set {0, 1} places on node, as the gateway's
+// coordinator choice does (FNV-1a over the registered set, sorted by node id).
+func admCoordinatedBy(prefix string, node uint32) string {
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		if h.Sum32()%2 == node {
+			return name
+		}
+	}
+}
+
+// TestAdminClusterTwoGateways: two gateways on one namespace see each other alive, count the groups
+// each coordinates, and answer for a group coordinated by the other one.
+func TestAdminClusterTwoGateways(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		fast := func(id int32) func(*gateway.Config) {
+			return func(c *gateway.Config) {
+				c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
+			}
+		}
+		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0)})
+		g1 := startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1)})
+		bothAlive := func(g *testGateway) bool {
+			var v admClusterView
+			admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
+			alive := 0
+			for _, gw := range v.Gateways {
+				if gw.Alive {
+					alive++
+				}
+			}
+			return len(v.Gateways) == 2 && alive == 2
+		}
+		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { return bothAlive(g0) })
+		waitFor(t, 10*time.Second, "both gateways alive on gateway 1", func() bool { return bothAlive(g1) })
+
+		ctx := testCtx(t, 60*time.Second)
+		topic, group := "adm-two", admCoordinatedBy("adm-two-group", 1)
+		admCreateTopics(t, ctx, newAdmin(t, g0), 1, nil, topic)
+		admProduce(t, ctx, admProducer(t, g0), topic, 0, 4, nil)
+		c := admConsumer(t, g0, group, topic) // bootstraps on 0, FindCoordinator sends it to 1
+		got := admPoll(t, ctx, c, map[string]int{topic: 4})
+		admCommit(t, ctx, c, got[topic][0])
+
+		d1 := admWaitState(t, g1, group, "Stable")
+		d0 := admWaitState(t, g0, group, "Stable") // gateway 0 has no such group in memory
+		for _, d := range []admGroupDetail{d0, d1} {
+			if d.Source != "coordinator" || d.Coordinator != 1 || len(d.Members) != 1 || d.Members[0].MemberID != d1.Members[0].MemberID ||
+				d.Generation != d1.Generation || len(d.Offsets) != 1 || d.Offsets[0].CommittedOffset != 1 {
+				t.Fatalf("group detail %+v, want the coordinator's (node 1) live state %+v", d, d1)
+			}
+		}
+		var list []admGroupSummary
+		admJSON(t, http.MethodGet, g0.AdminURL+"/api/v1/groups", nil, http.StatusOK, &list)
+		if len(list) != 1 || list[0].State != "Stable" || list[0].Members != 1 || list[0].Coordinator != 1 || list[0].Source != "coordinator" {
+			t.Fatalf("group list on gateway 0: %+v", list)
+		}
+		// A reset on the non-coordinator is forwarded and refused there: the group has a member.
+		admWantError(t, http.MethodPost, admOffsetsURL(g0, group), map[string]any{"topic": topic, "to": "earliest"}, http.StatusConflict)
+
+		for _, g := range []*testGateway{g0, g1} {
+			var v admClusterView
+			admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
+			counts := map[int32]int{}
+			for _, gw := range v.Gateways {
+				counts[gw.NodeID] = gw.CoordinatedGroups
+				if gw.Admin == "" || gw.Advertised == "" {
+					t.Fatalf("gateway view %+v lacks addresses", gw)
+				}
+			}
+			if counts[0] != 0 || counts[1] != 1 {
+				t.Fatalf("coordinated groups seen by node %d: %v, want node 1: 1", v.Self, counts)
+			}
+		}
+
+		// With the coordinator gone, gateway 0 takes the group over and answers from Redis.
+		c.Close()
+		admWaitState(t, g1, group, "Empty")
+		g1.Stop()
+		waitFor(t, 10*time.Second, "gateway 0 to see gateway 1 down", func() bool {
+			var v admClusterView
+			admJSON(t, http.MethodGet, g0.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
+			for _, gw := range v.Gateways {
+				if gw.NodeID == 1 {
+					return !gw.Alive
+				}
+			}
+			return false
+		})
+		var d admGroupDetail
+		admJSON(t, http.MethodGet, admGroupURL(g0, group), nil, http.StatusOK, &d)
+		if d.Source != "redis" || d.State != "Empty" || d.Coordinator != 0 || len(d.Offsets) != 1 || d.Offsets[0].CommittedOffset != 1 {
+			t.Fatalf("group detail after the coordinator stopped: %+v, want Empty from redis on node 0", d)
+		}
+	})
+}
+
+// TestAdminHealth: /healthz, and /readyz following Redis.
+func TestAdminHealth(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if status, body := admCall(t, http.MethodGet, g.AdminURL+path, nil); status != http.StatusOK {
+				t.Fatalf("GET %s: %d %s", path, status, body)
+			}
+		}
+	})
+	t.Run("redis down", func(t *testing.T) {
+		t.Parallel()
+		srv, err := redistest.Start()
+		if err != nil {
+			t.Fatalf("redis-server: %v", err)
+		}
+		t.Cleanup(srv.Stop) // after the gateway's cleanup, which runs first
+		g := startGateway(t, backend{name: "dedicated", addrs: []string{srv.Addr}})
+		if status, body := admCall(t, http.MethodGet, g.AdminURL+"/readyz", nil); status != http.StatusOK {
+			t.Fatalf("readyz with redis up: %d %s", status, body)
+		}
+		srv.Stop()
+		waitFor(t, 20*time.Second, "readyz 503 with redis down", func() bool {
+			status, _ := admCall(t, http.MethodGet, g.AdminURL+"/readyz", nil)
+			return status == http.StatusServiceUnavailable
+		})
+		if status, body := admCall(t, http.MethodGet, g.AdminURL+"/healthz", nil); status != http.StatusOK {
+			t.Fatalf("healthz with redis down: %d %s (the process is up)", status, body)
+		}
+	})
+}
