@@ -35,4 +35,22 @@
 // named after the Kafka group on the partition's stream to last-delivered-id 0-N with entries-read N,
 // acknowledging every pending entry below N, so XINFO GROUPS and XPENDING agree with Kafka's view.
 // The sidecar is advisory: it is never required to read or write the canonical offset.
+// DeleteOffsets and DeleteGroup remove the Redis consumer group along with the offsets.
+//
+// # Durability
+//
+// With Options.WaitReplicas or WaitAOF, each master's batches are appended and then waited for
+// (WAIT / WAITAOF) on one pinned connection: both commands only cover the writes of the connection
+// they run on. WAITAOF needs Redis 7.2.
+//
+// # Embedded store
+//
+// Open without Addrs runs miniredis in process: topics, appends (idempotence included), reads,
+// DeleteRecords, OffsetForTime and committed offsets behave as on Redis. What it lacks:
+//   - XGROUP SETID and ENTRIESREAD: a commit moves the Redis consumer group by destroying and
+//     recreating it, which drops its pending entries and consumers; XINFO GROUPS shows the right
+//     last-delivered-id but no entries-read and no true lag.
+//   - Replicas and AOF: with WaitReplicas every append reports ErrNotDurable (WAIT answers 0); with
+//     WaitAOF every append fails (no WAITAOF).
+//   - Persistence: the data lives as long as the Store.
 package redisstore

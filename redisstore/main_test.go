@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,10 +65,12 @@ func backendOptions(t *testing.T, backend string) Options {
 	return Options{}
 }
 
-// testNamespace is a namespace of t's own, so tests can share a server. Hash tag braces never occur in
-// test names, so they cannot disturb the cluster slot of a key.
+var namespaceSeq atomic.Int64
+
+// testNamespace is a namespace of t's own, so tests can share a server (also under -count=N). Hash
+// tag braces are kept out, so they cannot disturb the cluster slot of a key.
 func testNamespace(t *testing.T) string {
-	return "t-" + strings.NewReplacer(" ", "_", "{", "(", "}", ")").Replace(t.Name())
+	return fmt.Sprintf("t-%s-%d", strings.NewReplacer(" ", "_", "{", "(", "}", ")").Replace(t.Name()), namespaceSeq.Add(1))
 }
 
 // openStore opens a Store with opts in t's namespace and closes it when t ends.

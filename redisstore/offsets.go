@@ -43,37 +43,61 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		return errs
 	}
 	offKey, tsKey, mdKey := s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range commits {
+	canon := make([]*redis.IntCmd, len(commits))
+	mds := make([]*redis.IntCmd, len(commits))
+	// A command that fails inside EXEC (a sidecar key of the wrong type) fails only itself, so the
+	// outcome is read per command below; a failed EXEC marks every command failed.
+	txCmds, txErr := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range commits {
 			field := s.keys.stream(c.Topic, c.Partition)
-			p.HSet(ctx, offKey, field, strconv.FormatInt(c.Offset, 10))
+			canon[i] = p.HSet(ctx, offKey, field, strconv.FormatInt(c.Offset, 10))
 			if now.IsZero() {
 				p.HDel(ctx, tsKey, field)
 			} else {
 				p.HSet(ctx, tsKey, field, strconv.FormatInt(c.Offset, 10)+"|"+strconv.FormatInt(now.UnixMilli(), 10))
 			}
 			if c.Metadata == "" {
-				p.HDel(ctx, mdKey, field)
+				mds[i] = p.HDel(ctx, mdKey, field)
 			} else {
-				p.HSet(ctx, mdKey, field, c.Metadata)
+				mds[i] = p.HSet(ctx, mdKey, field, c.Metadata)
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		for i := range errs {
-			errs[i] = err
+	// The sidecar is advisory: its failure never fails the commit. The canonical offset and the
+	// metadata decide.
+	cmdFailed := false
+	for _, c := range txCmds {
+		cmdFailed = cmdFailed || c.Err() != nil
+	}
+	stored := 0
+	for i := range commits {
+		if errs[i] = canon[i].Err(); errs[i] == nil {
+			errs[i] = mds[i].Err()
 		}
+		if txErr != nil && !cmdFailed {
+			errs[i] = txErr // failed without blaming a command: nothing is known to be stored
+		}
+		if errs[i] == nil {
+			stored++
+		}
+	}
+	if stored == 0 {
 		return errs
 	}
 	pipe := s.rdb.Pipeline()
 	pipe.SAdd(ctx, s.keys.groups(), group)
 	cmds := make([]*redis.Cmd, len(commits))
 	for i, c := range commits {
-		cmds[i] = commitStreamScript.EvalSha(ctx, pipe, []string{s.keys.stream(c.Topic, c.Partition)}, group, c.Offset)
+		if errs[i] == nil {
+			cmds[i] = commitStreamScript.EvalSha(ctx, pipe, []string{s.keys.stream(c.Topic, c.Partition)}, group, c.Offset)
+		}
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, c := range commits {
+		if cmds[i] == nil {
+			continue
+		}
 		err := cmds[i].Err()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			err = commitStreamScript.Run(ctx, s.rdb, []string{s.keys.stream(c.Topic, c.Partition)}, group, c.Offset).Err()

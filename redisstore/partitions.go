@@ -185,7 +185,8 @@ func appendResult(c *redis.Cmd) AppendResult {
 // commands only wait for the replication offset of their own connection's last write, so a WAIT on
 // another pooled connection returns at once and confirms nothing. Batches are grouped by the master
 // that owns their partition; each group is written and waited for on one pinned connection, the
-// groups in parallel.
+// groups in parallel. (A pinned connection is not redirected: a slot that moved in between fails
+// with MOVED, which IsUnavailable classifies as retriable.)
 func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []AppendResult) {
 	type group struct {
 		node *redis.Client
@@ -339,7 +340,9 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	pipe := s.rdb.Pipeline()
 	for i, r := range reqs {
 		metas[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start")
-		if r.Count > 0 {
+		// A negative offset has no entry ID ("0--4" is a Redis syntax error that would fail the whole
+		// read); it is below Start, so the caller answers it from the offsets alone.
+		if r.Count > 0 && r.Offset >= 0 {
 			ranges[i] = pipe.Do(ctx, "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(r.Offset), "+", "COUNT", r.Count)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kgate/kgate/internal/redistest"
 )
 
 // rawEntries reads a partition stream with the raw client.
@@ -154,6 +156,11 @@ func TestAppendFieldsAndRead(t *testing.T) {
 		res = s.Read(ctx, []ReadRequest{{Topic: "fields", Offset: 0, Count: 0}})[0]
 		if res.Err != nil || len(res.Records) != 0 || res.End != 5 {
 			t.Fatalf("Read count 0: %+v", res)
+		}
+		// A negative offset is below the log start: no records, no error, offsets reported.
+		res = s.Read(ctx, []ReadRequest{{Topic: "fields", Offset: -1, Count: 10}})[0]
+		if res.Err != nil || len(res.Records) != 0 || res.End != 5 {
+			t.Fatalf("Read at -1: %+v", res)
 		}
 		// An unknown partition reads as empty.
 		res = s.Read(ctx, []ReadRequest{{Topic: "fields", Partition: 9, Offset: 0, Count: 10}})[0]
@@ -612,5 +619,39 @@ func TestClip(t *testing.T) {
 		if !equalInts(got, tc.want) {
 			t.Errorf("clip(%v, %d, %+v) = %v, want %v", tc.in, tc.from, tc.o, got, tc.want)
 		}
+	}
+}
+
+// Servers without XTRIM MINID (Redis < 6.2) get the XRANGE + XDEL fallback of the delete script. A
+// server of our own with XTRIM renamed away stands in for one.
+func TestDeleteRecordsWithoutXTRIM(t *testing.T) {
+	t.Parallel()
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	srv, err := redistest.Start("--rename-command", "XTRIM", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	ctx := t.Context()
+	if err := s.Client().Do(ctx, "XTRIM", "x", "MAXLEN", "0").Err(); err == nil {
+		t.Fatal("XTRIM still available")
+	}
+	mustCreateTopic(t, s, "old", 1)
+	appendOne(t, s, "old", 0, plain("r", 2500)...)
+	if start, err := s.DeleteRecords(ctx, "old", 0, 2200); err != nil || start != 2200 {
+		t.Fatalf("DeleteRecords(2200) = %d, %v", start, err)
+	}
+	msgs := rawEntries(t, s, "old", 0)
+	if len(msgs) != 300 || msgs[0].ID != EntryID(2200) {
+		t.Fatalf("after the fallback trim: %d entries from %s", len(msgs), msgs[0].ID)
+	}
+	if start, err := s.DeleteRecords(ctx, "old", 0, -1); err != nil || start != 2500 {
+		t.Fatalf("DeleteRecords(-1) = %d, %v", start, err)
+	}
+	if n := s.Client().XLen(ctx, s.keys.stream("old", 0)).Val(); n != 0 {
+		t.Fatalf("XLEN %d after deleting everything", n)
 	}
 }

@@ -103,6 +103,11 @@ func TestSetTopicConfigsKeepsConcurrentGrowth(t *testing.T) {
 					t.Errorf("SetPartitions(%d): %v", n, err)
 					return
 				}
+				// Nobody may ever lower the count again.
+				if got, err := s.Topic(ctx, "grow"); err != nil || got.Partitions < n {
+					t.Errorf("partitions %d after growing to %d (%v)", got.Partitions, n, err)
+					return
+				}
 			}
 		})
 		wg.Go(func() {

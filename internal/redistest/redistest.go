@@ -128,7 +128,12 @@ func startOn(port int, extra ...string) (*Server, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if reply, err := command(s.Addr, "PING"); err == nil && reply == "+PONG" {
-			return s, nil
+			// Someone else's server may hold the port (ours then fails to bind): make sure ours answered.
+			if lines, err := commandLines(s.Addr, 5, "CONFIG", "GET", "dir"); err == nil && sameDir(lines[4], dir) {
+				return s, nil
+			}
+			s.Stop()
+			return nil, fmt.Errorf("%w: port %d answered by another server", errExited, port)
 		}
 		select {
 		case <-s.done:
@@ -145,6 +150,15 @@ func startOn(port int, extra ...string) (*Server, error) {
 	}
 }
 
+// sameDir compares the working directory a server reports (symlinks resolved) with the one we gave it.
+func sameDir(reported, dir string) bool {
+	if reported == dir {
+		return true
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	return err == nil && reported == real
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
@@ -153,11 +167,20 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// command sends one inline command and returns the first reply line.
+// command sends one command and returns the first reply line.
 func command(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	lines, err := commandLines(addr, 1, args...)
 	if err != nil {
 		return "", err
+	}
+	return lines[0], nil
+}
+
+// commandLines sends one command and returns the first n reply lines, trimmed.
+func commandLines(addr string, n int, args ...string) ([]string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
@@ -167,10 +190,18 @@ func command(addr string, args ...string) (string, error) {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
+		return nil, err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
+	r := bufio.NewReader(c)
+	lines := make([]string, 0, n)
+	for range n {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, strings.TrimSpace(line))
+	}
+	return lines, nil
 }
 
 // Cluster is a local Redis Cluster of masters (and optional replicas).

@@ -1,0 +1,97 @@
+package redisstore
+
+// Per-record cost of the store's side of the produce and fetch paths, without a Redis round trip:
+// building the append script's arguments (appendArgs) and turning an XRANGE reply, as go-redis hands it
+// over, into records (parseEntries). At 10, 100 and 1000 records, so allocs/op shows what grows with
+// the batch. These need no redis-server: run with KGATE_SKIP_REDIS=1 to skip starting one.
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+var benchRecordCounts = []int{10, 100, 1000}
+
+const benchValueSize = 100
+
+func benchBatch(n, hdrs int) *Batch {
+	value := make([]byte, benchValueSize)
+	b := &Batch{Topic: "bench", Partition: 0, ProducerID: 1000, ProducerEpoch: 0, BaseSequence: 0,
+		Records: make([]Record, n)}
+	for i := range b.Records {
+		r := &b.Records[i]
+		r.Timestamp = 1_700_000_000_000 + int64(i/50)
+		r.Key = fmt.Appendf(nil, "k%07d", i)
+		r.Value = value
+		for h := range hdrs {
+			r.Headers = append(r.Headers, Header{Key: fmt.Sprintf("h%d", h), Value: []byte("trace-0123")})
+		}
+	}
+	return b
+}
+
+// benchReply is an XRANGE reply of n entries shaped as go-redis's Do returns it: []any of
+// [id, [field, value, ...]] with every bulk string a Go string.
+func benchReply(n, hdrs int) []any {
+	value := string(make([]byte, benchValueSize))
+	out := make([]any, n)
+	for i := range out {
+		fields := []any{"ts", strconv.FormatInt(1_700_000_000_000+int64(i/50), 10), "key", fmt.Sprintf("k%07d", i), "value", value}
+		for h := range hdrs {
+			fields = append(fields, fmt.Sprintf("h:h%d", h), "trace-0123")
+		}
+		out[i] = []any{EntryID(int64(i)), fields}
+	}
+	return out
+}
+
+func benchPerRecord(b *testing.B, records int, fn func()) {
+	b.Helper()
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		fn()
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(records), "ns/record")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N)/float64(records), "allocs/record")
+}
+
+// BenchmarkAppendArgs builds the append script's ARGV for one batch (the produce path's command
+// building; go-redis then copies the list once more into its command).
+func BenchmarkAppendArgs(b *testing.B) {
+	s := &Store{keys: keys{ns: "kgate"}}
+	for _, hdrs := range []int{0, 1} {
+		for _, n := range benchRecordCounts {
+			batch := benchBatch(n, hdrs)
+			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
+				benchPerRecord(b, n, func() {
+					if args := s.appendArgs(batch); len(args) < 5+2*n {
+						b.Fatalf("%d args", len(args))
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkParseEntries turns an XRANGE reply into records (the fetch path's reply decoding; the
+// allocations go-redis makes reading the reply off the wire come on top).
+func BenchmarkParseEntries(b *testing.B) {
+	for _, hdrs := range []int{0, 1} {
+		for _, n := range benchRecordCounts {
+			reply := benchReply(n, hdrs)
+			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
+				benchPerRecord(b, n, func() {
+					recs, err := parseEntries(reply)
+					if err != nil || len(recs) != n {
+						b.Fatalf("parsed %d records: %v", len(recs), err)
+					}
+				})
+			})
+		}
+	}
+}
