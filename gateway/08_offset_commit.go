@@ -1,6 +1,6 @@
 package gateway
 
-// OffsetCommit v0-v8.
+// OffsetCommit v0-v9 (v9 is v8 for classic groups).
 //
 // The coordinator validates the committer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS; a simple commit with generation -1 and no member only while the group has no

@@ -1,6 +1,6 @@
 package gateway
 
-// OffsetFetch v0-v8.
+// OffsetFetch v0-v9 (v9's KIP-848 member id and epoch are ignored).
 //
 // Reads the committed offsets from Redis on every request (no in-memory cache), so a manual-assignment
 // consumer on any gateway, or a group after a coordinator move, sees every commit. Null topics (v2+)

@@ -1,6 +1,6 @@
 package gateway
 
-// FindCoordinator v0-v4.
+// FindCoordinator v0-v5 (v5 only adds an error code kgate never returns).
 //
 // The coordinator of a group (key type 0) or transactional ID (key type 1) is the gateway chosen by
 // membership.coordinatorFor: FNV-1a-32 of the key modulo the full registered gateway set, falling back

@@ -34,7 +34,8 @@ type Committed struct {
 // CommitOffsets stores commits of group atomically per group (canonical hash, timestamp sidecar and
 // metadata in one MULTI on the group's slot) and moves the group's Redis consumer group on each stream.
 // now stamps the sidecar; a zero now writes no timestamp and clears the sidecar entries instead (an
-// untimestamped write such as an admin reset). The returned slice holds one error per commit.
+// untimestamped write such as an admin reset). The returned slice holds one error per commit; the
+// sidecar is advisory, so a failed sidecar write (say, its key holds another type) fails no commit.
 func (s *Store) CommitOffsets(ctx context.Context, group string, commits []OffsetCommit, now time.Time) []error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
