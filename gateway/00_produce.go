@@ -5,8 +5,10 @@ package gateway
 // Each partition's record batch (magic 2; exactly one per partition, as Apache requires from v3) is
 // CRC-checked, decompressed (gzip, snappy, lz4, zstd) and appended to the partition's stream by one
 // Lua script that also runs the idempotence check, so a retried batch returns its original offsets and
-// is not stored twice. acks=0 gets no response; acks=1 and acks=-1 are answered after Redis applied
-// the write (acks=-1 additionally waits for redis.wait_replicas / redis.wait_aof when configured).
+// is not stored twice. acks=0 gets no response (a failure on any partition closes the connection, as
+// on Apache, so the client notices and refreshes metadata); acks=1 and acks=-1 are answered after
+// Redis applied the write (acks=-1 additionally waits for redis.wait_replicas / redis.wait_aof when
+// configured).
 //
 // Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
 // batch larger than max.message.bytes -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
@@ -20,6 +22,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -104,10 +107,21 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 		}
 	}
 	if req.Acks == 0 {
+		// No response, so a failure can only be signalled by closing the connection, as Apache does:
+		// the client then refreshes metadata instead of writing into the void.
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				if sp.ErrorCode != 0 {
+					return nil, fmt.Errorf("%w: %s/%d: %v", errAcksZeroFailed, st.Topic, sp.Partition, kerr.ErrorForCode(sp.ErrorCode))
+				}
+			}
+		}
 		return nil, nil
 	}
 	return resp, nil
 }
+
+var errAcksZeroFailed = errors.New("gateway: acks=0 produce failed")
 
 // decodeProduceBatch validates and decodes one partition's records into a store batch.
 func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64) (*redisstore.Batch, int16) {

@@ -2,11 +2,12 @@ package gateway
 
 // ListOffsets v0-v8.
 //
-// Timestamp -2 (earliest) answers the log start offset, -1 (latest) the high watermark, -3 (max
-// timestamp, KIP-734) the offset of the record with the largest timestamp. Any other timestamp T
-// answers the first offset whose record timestamp is >= T, with Apache semantics when producer
-// timestamps are not monotonic (a per-partition time index of running-max timestamps in Redis), or
-// offset -1 / timestamp -1 when no record qualifies. v0 answers OldStyleOffsets.
+// Timestamp -2 (earliest) and -4 (earliest local, KIP-405, v8; without tiered storage the same)
+// answer the log start offset, -1 (latest) the high watermark, -3 (max timestamp, KIP-734) the offset
+// of the record with the largest timestamp. Any other timestamp T answers the first offset whose
+// record timestamp is >= T, with Apache semantics when producer timestamps are not monotonic (a
+// per-partition time index of running-max timestamps in Redis), or offset -1 / timestamp -1 when no
+// record qualifies. v0 answers OldStyleOffsets.
 //
 // Deviations: isolation_level is ignored (no transactions: the last stable offset is the high
 // watermark); leader epochs are -1.
@@ -49,13 +50,13 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 
 func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int64, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
 	switch ts {
-	case -1, -2:
+	case -1, -2, -4:
 		offs, err := g.store.PartitionOffsets(ctx, topic, []int32{p})
 		if err != nil {
 			return errCode(err)
 		}
 		sp.Offset = offs[0].End
-		if ts == -2 {
+		if ts != -1 {
 			sp.Offset = offs[0].Start
 		}
 	case -3:

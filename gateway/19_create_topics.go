@@ -52,8 +52,8 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			}
 		}
 		switch {
-		case err != nil:
-			st.ErrorCode = groupErrCode(err)
+		case err != nil: // the registry could not be read: retriable, as when the create itself fails
+			st.ErrorCode = kerr.RequestTimedOut.Code
 		case seen[rt.Topic] > 1:
 			msg(kerr.InvalidRequest.Code, "topic named more than once in the request")
 		case validTopicName(rt.Topic) != nil:

@@ -72,6 +72,7 @@ func (g *Gateway) runMembership(ctx context.Context) {
 			g.log.Error().Err(err).Int32("node_id", g.cfg.NodeID).Msg("gateway heartbeat failed")
 		}
 		g.refreshMembership(ctx)
+		g.store.RefreshTopology(ctx) // a promoted Redis replica is found within one interval
 	}
 }
 

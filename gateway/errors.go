@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -31,7 +32,7 @@ func errCode(err error) int16 {
 		return kerr.UnknownProducerID.Code
 	case errors.Is(err, redisstore.ErrNotDurable):
 		return kerr.NotEnoughReplicasAfterAppend.Code
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return kerr.RequestTimedOut.Code
 	default:
 		return kerr.NotLeaderForPartition.Code
@@ -48,4 +49,9 @@ func groupErrCode(err error) int16 {
 		return kerr.UnknownTopicOrPartition.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

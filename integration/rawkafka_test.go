@@ -89,6 +89,9 @@ func (c *rawConn) read(resp kmsg.Response) int32 {
 	if err != nil {
 		c.t.Fatalf("read %s response: %v", kmsg.NameForKey(resp.Key()), err)
 	}
+	if len(frame) < 4 {
+		c.t.Fatalf("%s response frame of %d bytes", kmsg.NameForKey(resp.Key()), len(frame))
+	}
 	corr := int32(binary.BigEndian.Uint32(frame))
 	body := frame[4:]
 	if resp.IsFlexible() && resp.Key() != 18 { // ApiVersions responses never have the flexible header

@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"encoding/binary"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway"
+)
+
+// Bad input over raw TCP: each case gets a precise Kafka error or a closed connection, never a panic
+// (the gateway runs in this test binary, so a panic fails every test) or a hang, and other
+// connections keep being served.
+
+// frame prefixes body with its int32 size.
+func frame(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// header is a request header v1: key, version, correlation id, client id.
+func header(key, version int16, corr int32) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(key))
+	b = binary.BigEndian.AppendUint16(b, uint16(version))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(rawClientID)))
+	return append(b, rawClientID...)
+}
+
+// TestBadFramesCloseConnection: frames the gateway cannot use close that connection only.
+func TestBadFramesCloseConnection(t *testing.T) {
+	const maxFrame = 1 << 20
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b, gatewayOpts{mutate: func(c *gateway.Config) { c.MaxFrameBytes = maxFrame }})
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "bad")
+		bystander := dialRaw(t, g.Addr)
+		bystander.apiVersionsOK()
+
+		truncatedProduce := appendRequest(nil, 1, func() kmsg.Request {
+			r := produceReq("bad", 0, -1, rawBatch(t, -1, -1, -1, time.Now().UnixMilli(), "value"))
+			r.SetVersion(9)
+			return r
+		}())
+		truncatedProduce = frame(truncatedProduce[4 : 4+(len(truncatedProduce)-4)/2])
+		garbage := make([]byte, 4096)
+		rand.New(rand.NewSource(2)).Read(garbage)
+		binary.BigEndian.PutUint32(garbage, 4092)
+
+		for _, c := range []struct {
+			name string
+			send []byte
+		}{
+			{"size above the maximum", binary.BigEndian.AppendUint32(nil, maxFrame+1)},
+			{"size of 2 GiB", binary.BigEndian.AppendUint32(nil, 1<<31-1)},
+			{"negative size", binary.BigEndian.AppendUint32(nil, 0xffffffff)},
+			{"frame of 3 bytes", frame([]byte{0, 18, 0})},
+			{"empty frame", frame(nil)},
+			{"unknown api key", frame(header(9999, 0, 1))},
+			{"api key kgate does not serve", frame(append(header(23, 0, 1), make([]byte, 16)...))},
+			{"produce below the version floor", frame(append(header(0, 2, 1), make([]byte, 16)...))},
+			{"client id longer than the frame", frame(append(header(18, 0, 1)[:8], 0x7f, 0xff, 'x'))},
+			{"truncated produce body", truncatedProduce},
+			{"random bytes", garbage},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				rc := dialRaw(t, g.Addr)
+				rc.write(c.send)
+				rc.expectClosed(5 * time.Second)
+				bystander.apiVersionsOK()
+			})
+		}
+		// The listener still takes new clients.
+		p := newClient(t, g, kgo.DefaultProduceTopic("bad"))
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("still fine")}).FirstErr(); err != nil {
+			t.Fatalf("produce after the bad frames: %v", err)
+		}
+	})
+}
+
+// TestApiVersionsUnknownVersion: ApiVersions at a version kgate does not know is answered with
+// UNSUPPORTED_VERSION in a v0-shaped response listing the supported ranges, and the connection stays
+// open for the client's retry.
+func TestApiVersionsUnknownVersion(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		for _, v := range []int16{99, 4} {
+			c := dialRaw(t, g.Addr)
+			// Sent as a newer client would: header v2 with an empty tag section, then a v3-style body.
+			body := append(header(18, v, 42), 0)
+			body = append(body, 0x05, 'j', 'a', 'v', 'a', 0x02, '9', 0)
+			c.write(frame(body))
+			resp := kmsg.NewPtrApiVersionsResponse()
+			resp.SetVersion(0)
+			if corr := c.read(resp); corr != 42 {
+				t.Fatalf("v%d: correlation id %d, want 42", v, corr)
+			}
+			if resp.ErrorCode != kerr.UnsupportedVersion.Code {
+				t.Fatalf("v%d: error %d, want UNSUPPORTED_VERSION", v, resp.ErrorCode)
+			}
+			keys := map[int16][2]int16{}
+			for _, k := range resp.ApiKeys {
+				keys[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+			}
+			for key, want := range map[int16][2]int16{0: {3, 9}, 1: {4, 13}, 3: {0, 12}, 18: {0, 3}} {
+				if keys[key] != want {
+					t.Errorf("v%d: key %d advertised %v, want %v", v, key, keys[key], want)
+				}
+			}
+			c.apiVersionsOK()
+		}
+	})
+}
+
+// TestProduceBadBatches: a batch with a flipped byte fails its CRC (CORRUPT_MESSAGE), a truncated batch
+// is CORRUPT_MESSAGE, an old message format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is
+// INVALID_REQUIRED_ACKS; the good partition in the same request is stored, the bad ones store nothing,
+// and the connection stays usable.
+func TestProduceBadBatches(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 4, nil, "crc")
+		now := time.Now().UnixMilli()
+		good := rawBatch(t, -1, -1, -1, now, "good")
+		flipped := rawBatch(t, -1, -1, -1, now, "bad crc")
+		flipped[len(flipped)-3] ^= 0x20 // inside the record value: the CRC no longer matches
+		truncated := rawBatch(t, -1, -1, -1, now, "cut short")
+		truncated = truncated[:len(truncated)-4]
+		oldMagic := rawBatch(t, -1, -1, -1, now, "magic 1")
+		oldMagic[16] = 1
+
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "crc"
+		for p, recs := range [][]byte{good, flipped, truncated, oldMagic} {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = int32(p), recs
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		c := dialRaw(t, g.Addr)
+		resp := roundTrip[*kmsg.ProduceResponse](c, 9, req)
+		want := []int16{0, kerr.CorruptMessage.Code, kerr.CorruptMessage.Code, kerr.UnsupportedForMessageFormat.Code}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(want) {
+			t.Fatalf("produce response: %+v", resp.Topics)
+		}
+		for _, sp := range resp.Topics[0].Partitions {
+			if sp.ErrorCode != want[sp.Partition] {
+				t.Errorf("partition %d: error %d, want %d", sp.Partition, sp.ErrorCode, want[sp.Partition])
+			}
+			n, err := g.Store.Client().XLen(ctx, g.Namespace+":stream:{crc:"+string(rune('0'+sp.Partition))+"}").Result()
+			if wantN := int64(map[bool]int{true: 1}[sp.Partition == 0]); err != nil || n != wantN {
+				t.Errorf("partition %d: XLEN %d, %v; want %d", sp.Partition, n, err, wantN)
+			}
+		}
+		bad := produceReq("crc", 0, 2, good)
+		if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, bad)); sp.ErrorCode != kerr.InvalidRequiredAcks.Code {
+			t.Errorf("acks=2: error %d, want INVALID_REQUIRED_ACKS", sp.ErrorCode)
+		}
+		c.apiVersionsOK()
+	})
+}

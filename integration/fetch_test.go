@@ -1,0 +1,190 @@
+package integration
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch: long-poll wake-up by appends, v13 topic IDs, OFFSET_OUT_OF_RANGE, byte limits.
+
+// TestFetchLongPollWakesOnAppend: a consumer long-polling with a 5 s max wait receives a record
+// produced 300 ms into its wait well within 2 s, so the fetch was woken by the append, not by its
+// timeout. The consumer is franz-go, which fetches by topic ID (Fetch v13) against kgate.
+func TestFetchLongPollWakesOnAppend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "poll")
+		p := newClient(t, g, kgo.DefaultProduceTopic("poll"))
+		versions := &requestVersions{}
+		c := newClient(t, g, kgo.ConsumeTopics("poll"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(5*time.Second), kgo.WithLogger(versions))
+
+		// Prime: once the consumer has record 0, its next fetch (from offset 1) is already waiting, started
+		// at most a few milliseconds before PollFetches returned.
+		if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("prime")}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		consumeRecords(t, ctx, c, 1)
+		for i := 1; i <= 2; i++ {
+			time.Sleep(300 * time.Millisecond) // part of the scenario: the record arrives mid-wait
+			sent := time.Now()
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("late")}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			got := consumeRecords(t, ctx, c, 1)
+			took := time.Since(sent)
+			if got[0].Offset != int64(i) || string(got[0].Value) != "late" {
+				t.Fatalf("got offset %d %q, want offset %d", got[0].Offset, got[0].Value, i)
+			}
+			if took > 2*time.Second {
+				t.Fatalf("record %d reached the waiting consumer %v after it was produced: the fetch was not woken by the append", i, took)
+			}
+		}
+		// franz-go fetched by topic ID: every Fetch it read back was v13.
+		if got := versions.of("Fetch"); len(got) == 0 || slices.ContainsFunc(got, func(v string) bool { return v != "v13" }) {
+			t.Fatalf("franz-go read Fetch responses of versions %v, want only v13", got)
+		}
+	})
+}
+
+// requestVersions is a kgo.Logger that keeps the "read <Request> v<N>" debug lines franz-go logs for
+// every response it reads, to tell which protocol versions it used.
+type requestVersions struct {
+	mu   sync.Mutex
+	read map[string][]string
+}
+
+func (l *requestVersions) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (l *requestVersions) Log(_ kgo.LogLevel, msg string, _ ...any) {
+	rest, ok := strings.CutPrefix(msg, "read ")
+	if !ok {
+		return
+	}
+	name, version, ok := strings.Cut(rest, " ")
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.read == nil {
+		l.read = map[string][]string{}
+	}
+	l.read[name] = append(l.read[name], version)
+}
+
+// of returns the versions of every name response read so far.
+func (l *requestVersions) of(name string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.read[name])
+}
+
+// TestFetchRaw covers what franz-go hides: Fetch v13 by topic ID (and UNKNOWN_TOPIC_ID), an offset
+// beyond the high watermark (OFFSET_OUT_OF_RANGE), and byte limits smaller than one record still
+// returning that record (KIP-74).
+func TestFetchRaw(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		cr := mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "raw")
+		id := [16]byte(cr["raw"].ID)
+		p := newClient(t, g, kgo.DefaultProduceTopic("raw"))
+		value := strings.Repeat("v", 200)
+		for i := 0; i < 5; i++ {
+			if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		c := dialRaw(t, g.Addr)
+		count := func(sp kmsg.FetchResponseTopicPartition) (n int, first int64) {
+			first = -1
+			for _, b := range fetchedRecords(t, sp) {
+				if first < 0 {
+					first = b.BaseOffset
+				}
+				n += len(b.Records)
+			}
+			return n, first
+		}
+
+		// v13 by topic ID only (no name).
+		resp := roundTrip[*kmsg.FetchResponse](c, 13, fetchReq("", id, 0, 2, 1<<20))
+		sp := fetchPart(t, resp)
+		if resp.Topics[0].TopicID != id || sp.ErrorCode != 0 || sp.HighWatermark != 5 || sp.LogStartOffset != 0 {
+			t.Fatalf("fetch v13 by id: id %x error %d hw %d start %d", resp.Topics[0].TopicID, sp.ErrorCode, sp.HighWatermark, sp.LogStartOffset)
+		}
+		if n, first := count(sp); n != 3 || first != 2 {
+			t.Fatalf("fetch v13 from offset 2: %d records from %d, want 3 from 2", n, first)
+		}
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 13, fetchReq("", [16]byte{1, 2, 3}, 0, 0, 1<<20)))
+		if sp.ErrorCode != kerr.UnknownTopicID.Code {
+			t.Fatalf("fetch v13 with an unknown topic id: error %d, want UNKNOWN_TOPIC_ID", sp.ErrorCode)
+		}
+
+		// At the high watermark: no records, no error. Beyond it: OFFSET_OUT_OF_RANGE.
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("raw", [16]byte{}, 0, 5, 1<<20)))
+		if n, _ := count(sp); sp.ErrorCode != 0 || n != 0 {
+			t.Fatalf("fetch at the high watermark: error %d, %d records", sp.ErrorCode, n)
+		}
+		for _, off := range []int64{6, 1000, -5} {
+			sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("raw", [16]byte{}, 0, off, 1<<20)))
+			if sp.ErrorCode != kerr.OffsetOutOfRange.Code || sp.HighWatermark != 5 {
+				t.Fatalf("fetch at %d: error %d hw %d, want OFFSET_OUT_OF_RANGE and 5", off, sp.ErrorCode, sp.HighWatermark)
+			}
+		}
+		// Unknown partition.
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("raw", [16]byte{}, 7, 0, 1<<20)))
+		if sp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("fetch partition 7 of 1: error %d", sp.ErrorCode)
+		}
+
+		// Partition max bytes below one record: exactly the first record, whole.
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("raw", [16]byte{}, 0, 1, 10)))
+		bs := fetchedRecords(t, sp)
+		if n, first := count(sp); sp.ErrorCode != 0 || n != 1 || first != 1 || string(bs[0].Records[0].Value) != value {
+			t.Fatalf("fetch with partition max bytes 10: error %d, %d records from %d", sp.ErrorCode, n, first)
+		}
+		// The same with a response max bytes of 1.
+		req := fetchReq("raw", [16]byte{}, 0, 0, 1<<20)
+		req.MaxBytes = 1
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, req))
+		if n, first := count(sp); sp.ErrorCode != 0 || n != 1 || first != 0 {
+			t.Fatalf("fetch with response max bytes 1: error %d, %d records from %d", sp.ErrorCode, n, first)
+		}
+		// A limit of about two records returns fewer than all five.
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("raw", [16]byte{}, 0, 0, 600)))
+		if n, first := count(sp); sp.ErrorCode != 0 || n < 1 || n >= 5 || first != 0 || len(sp.RecordBatches) > 600 {
+			t.Fatalf("fetch with partition max bytes 600: error %d, %d records from %d in %d bytes", sp.ErrorCode, n, first, len(sp.RecordBatches))
+		}
+
+		// min_bytes above what is there: the fetch waits out max_wait_ms, then answers with what it has.
+		req = fetchReq("raw", [16]byte{}, 0, 3, 1<<20)
+		req.MinBytes, req.MaxWaitMillis = 1<<20, 300
+		start := time.Now()
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, req))
+		if took := time.Since(start); took < 250*time.Millisecond {
+			t.Fatalf("fetch with min_bytes 1 MiB answered after %v, before max_wait_ms 300", took)
+		}
+		if n, first := count(sp); sp.ErrorCode != 0 || n != 2 || first != 3 {
+			t.Fatalf("fetch with min_bytes 1 MiB: error %d, %d records from %d, want 2 from 3", sp.ErrorCode, n, first)
+		}
+
+		// franz-go fetches with partition max bytes smaller than a record and still makes progress.
+		cl := newClient(t, g, kgo.ConsumeTopics("raw"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxPartitionBytes(10), kgo.FetchMaxBytes(10), kgo.FetchMaxWait(500*time.Millisecond))
+		for i, r := range consumeRecords(t, ctx, cl, 5) {
+			if r.Offset != int64(i) {
+				t.Fatalf("tiny-limit consumer: record %d has offset %d", i, r.Offset)
+			}
+		}
+	})
+}

@@ -1,0 +1,173 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/internal/redistest"
+	"github.com/kgate/kgate/redisstore"
+)
+
+// startGatewayWithStore is startGateway for a store opened with opts (own Redis, own timeouts). The
+// gateway and store stop at test cleanup.
+func startGatewayWithStore(t *testing.T, opts redisstore.Options) *testGateway {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := redisstore.Open(ctx, opts)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	g := gateway.New(gateway.Config{Listen: "127.0.0.1:0", AutoCreateTopics: true}, store, zerolog.New(io.Discard))
+	if err := g.Listen(); err != nil {
+		store.Close()
+		t.Fatalf("listen: %v", err)
+	}
+	sctx, scancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(sctx) }()
+	<-g.Ready()
+	tg := &testGateway{Gateway: g, Addr: g.Addr().String(), Store: store, Namespace: store.Namespace()}
+	var stopped atomic.Bool
+	tg.stop = func() {
+		if stopped.Swap(true) {
+			return
+		}
+		scancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("gateway did not stop within 15s")
+		}
+		store.Close()
+	}
+	t.Cleanup(tg.stop)
+	return tg
+}
+
+// TestRedisUnavailable: when Redis is slow (DEBUG SLEEP) or gone, Produce and Fetch (and, with Redis
+// gone, ListOffsets, Metadata, CreateTopics, InitProducerId) answer retriable Kafka errors within the
+// store's command timeout instead of success or a crash, and the gateway keeps serving: it recovers
+// when a slow Redis answers again and still speaks ApiVersions when Redis is down.
+func TestRedisUnavailable(t *testing.T) {
+	t.Parallel()
+	// DEBUG SLEEP (the stall) needs enable-debug-command on Redis 7; a Redis older than 7 does not know
+	// the option, has DEBUG enabled anyway, and starts without it.
+	srv, err := redistest.Start("--enable-debug-command", "yes")
+	if err != nil {
+		srv, err = redistest.Start()
+	}
+	if err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	const cmdTimeout = 500 * time.Millisecond
+	g := startGatewayWithStore(t, redisstore.Options{Addrs: []string{srv.Addr}, Namespace: "fail",
+		CommandTimeout: cmdTimeout, DialTimeout: 300 * time.Millisecond})
+	ctx := testCtx(t, 30*time.Second)
+	mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "fragile")
+	c := dialRaw(t, g.Addr)
+
+	seq := 0
+	produce := func() (int16, time.Duration) {
+		t.Helper()
+		seq++
+		req := produceReq("fragile", 0, 1, rawBatch(t, -1, -1, -1, time.Now().UnixMilli(), "r"))
+		start := time.Now()
+		sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, req))
+		return sp.ErrorCode, time.Since(start)
+	}
+	retriable := func(what string, code int16, took time.Duration) {
+		t.Helper()
+		if code != kerr.NotLeaderForPartition.Code && code != kerr.RequestTimedOut.Code {
+			t.Fatalf("%s: error %d (%v), want NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT", what, code, kerr.ErrorForCode(code))
+		}
+		t.Logf("%s: code %d after %v", what, code, took)
+		// One command timeout (each request waits on one Redis call at a time), plus scheduling slack.
+		if took > cmdTimeout+400*time.Millisecond {
+			t.Fatalf("%s: answered after %v, command timeout %v", what, took, cmdTimeout)
+		}
+	}
+	if code, _ := produce(); code != 0 {
+		t.Fatalf("produce with Redis up: error %d", code)
+	}
+
+	// Slow: Redis sleeps for 2 s. DEBUG SLEEP blocks its caller too, so it runs aside on a client of
+	// its own (the store's would time out).
+	sleeper := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 10 * time.Second})
+	defer sleeper.Close()
+	slept := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		slept <- sleeper.Do(sctx, "DEBUG", "SLEEP", "2").Err()
+	}()
+	waitFor(t, 5*time.Second, "redis to stall", func() bool {
+		pctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		return g.Store.Client().Ping(pctx).Err() != nil
+	})
+	code, took := produce()
+	retriable("produce while Redis is stalled", code, took)
+	fr := fetchReq("fragile", [16]byte{}, 0, 0, 1<<20)
+	start := time.Now()
+	sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fr))
+	retriable("fetch while Redis is stalled", sp.ErrorCode, time.Since(start))
+	c.apiVersionsOK()
+	if err := <-slept; err != nil {
+		t.Fatalf("DEBUG SLEEP: %v", err)
+	}
+	// Awake again: the gateway serves from the same connection.
+	waitFor(t, 5*time.Second, "produce to succeed after the stall", func() bool { code, _ := produce(); return code == 0 })
+
+	// Gone.
+	srv.Stop()
+	for i := 0; i < 3; i++ { // also past the topic cache's lifetime: the registry read fails too
+		code, took := produce()
+		retriable("produce with Redis stopped", code, took)
+		start := time.Now()
+		sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fr))
+		retriable("fetch with Redis stopped", sp.ErrorCode, time.Since(start))
+		if i < 2 {
+			time.Sleep(600 * time.Millisecond) // let the topic cache (1 s) expire
+		}
+	}
+	// The other Redis-backed APIs answer retriable errors too.
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "fragile"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp = 0, -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lreq.Topics = append(lreq.Topics, lt)
+	start = time.Now()
+	lo := roundTrip[*kmsg.ListOffsetsResponse](c, 7, lreq)
+	retriable("list offsets with Redis stopped", lo.Topics[0].Partitions[0].ErrorCode, time.Since(start))
+	start = time.Now()
+	md := roundTrip[*kmsg.MetadataResponse](c, 12, metadataReq("fragile", false))
+	retriable("metadata with Redis stopped", md.Topics[0].ErrorCode, time.Since(start))
+	creq := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "new", 1, 1
+	creq.Topics = append(creq.Topics, ct)
+	start = time.Now()
+	cr := roundTrip[*kmsg.CreateTopicsResponse](c, 7, creq)
+	retriable("create topics with Redis stopped", cr.Topics[0].ErrorCode, time.Since(start))
+	ireq := kmsg.NewPtrInitProducerIDRequest()
+	ireq.ProducerID, ireq.ProducerEpoch = -1, -1
+	if ir := roundTrip[*kmsg.InitProducerIDResponse](c, 4, ireq); ir.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("InitProducerID with Redis stopped: error %d, want COORDINATOR_NOT_AVAILABLE", ir.ErrorCode)
+	}
+
+	c.apiVersionsOK()
+	dialRaw(t, g.Addr).apiVersionsOK()
+}
