@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"hash/fnv"
+	"testing"
+)
+
+func nodes(alive ...bool) []gatewayNode {
+	out := make([]gatewayNode, len(alive))
+	for i, a := range alive {
+		out[i] = gatewayNode{ID: int32(i), Host: "127.0.0.1", Port: int32(9092 + i), Alive: a}
+	}
+	return out
+}
+
+// TestCoordinatorForHashesOverFullSet: the coordinator is FNV-1a-32(group) modulo the full registered
+// set, so a dead gateway does not reshuffle groups on the live ones; a group whose gateway is down
+// falls back to the next live gateway in node-id order, wrapping around.
+func TestCoordinatorForHashesOverFullSet(t *testing.T) {
+	m := &membership{self: 0}
+	m.set(nodes(true, true, true))
+	want := map[string]int32{}
+	for _, group := range []string{"orders", "payments", "g1", "g2", "g3", "analytics", ""} {
+		h := fnv.New32a()
+		h.Write([]byte(group))
+		idx := int32(h.Sum32() % 3)
+		want[group] = idx
+		got, ok := m.coordinatorFor(group)
+		if !ok || got.ID != idx {
+			t.Fatalf("coordinatorFor(%q) = %d, want %d", group, got.ID, idx)
+		}
+	}
+	// Node 1 dies: its groups move to node 2; nobody else's group moves.
+	m.set(nodes(true, false, true))
+	for group, idx := range want {
+		got, _ := m.coordinatorFor(group)
+		expect := idx
+		if idx == 1 {
+			expect = 2
+		}
+		if got.ID != expect {
+			t.Fatalf("with node 1 down, coordinatorFor(%q) = %d, want %d", group, got.ID, expect)
+		}
+	}
+	// Node 2 dies too: wrap around to node 0.
+	m.set(nodes(true, false, false))
+	for group := range want {
+		if got, _ := m.coordinatorFor(group); got.ID != 0 {
+			t.Fatalf("only node 0 alive, coordinatorFor(%q) = %d", group, got.ID)
+		}
+	}
+	m.set(nodes(false, false, false))
+	if _, ok := m.coordinatorFor("x"); ok {
+		t.Fatal("no live gateway must give no coordinator")
+	}
+}
+
+// TestLeaderForIsDeterministicAndSpread: every gateway with the same view gives the same leader, and
+// partitions spread over all live gateways.
+func TestLeaderForIsDeterministicAndSpread(t *testing.T) {
+	a, b := &membership{self: 0}, &membership{self: 2}
+	a.set(nodes(true, true, true))
+	b.set(nodes(true, true, true))
+	seen := map[int32]int{}
+	for p := int32(0); p < 12; p++ {
+		la, lb := a.leaderFor("t", p), b.leaderFor("t", p)
+		if la.ID != lb.ID {
+			t.Fatalf("partition %d: leader %d vs %d from two gateways", p, la.ID, lb.ID)
+		}
+		seen[la.ID]++
+	}
+	if len(seen) != 3 {
+		t.Fatalf("12 partitions led by %v, want all 3 gateways", seen)
+	}
+	a.set(nodes(true, false, true))
+	for p := int32(0); p < 12; p++ {
+		if l := a.leaderFor("t", p); !l.Alive {
+			t.Fatalf("partition %d led by dead gateway %d", p, l.ID)
+		}
+	}
+}
+
+func TestValidTopicName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"orders", true}, {"a.b_c-D9", true}, {"", false}, {".", false}, {"..", false},
+		{"bad name", false}, {"braces{x}", false}, {"colon:x", false}, {string(make([]byte, 250)), false},
+	} {
+		if got := validTopicName(tc.name) == nil; got != tc.ok {
+			t.Errorf("validTopicName(%q) = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+	if !collidesOnDots("a.b", "a_b") || collidesOnDots("a.b", "a.b") || collidesOnDots("ab", "a_b") {
+		t.Fatal("collidesOnDots wrong")
+	}
+}
