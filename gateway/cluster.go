@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"time"
@@ -42,13 +43,35 @@ func advertisedAdmin(bound, advHost string) string {
 }
 
 // register claims this gateway's node id at start-up.
+//
+// A gateway restarted right after a crash finds its predecessor's heartbeat still fresh: the id is
+// only in use when that heartbeat is still being refreshed one node timeout later. A gateway joining
+// running peers holds off coordinating until they have all refreshed their view and handed its groups
+// back (two heartbeat intervals).
 func (g *Gateway) register(ctx context.Context) error {
 	g.instance = uuid.NewString()
 	g.started = time.Now()
-	if err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout); err != nil {
-		return err
+	deadline := g.started.Add(g.cfg.NodeTimeout + g.cfg.HeartbeatInterval)
+	for {
+		err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, redisstore.ErrNodeIDInUse) || time.Now().After(deadline) {
+			return err
+		}
+		g.log.Warn().Int32("node_id", g.cfg.NodeID).Dur("node_timeout", g.cfg.NodeTimeout).
+			Msg("node id in use by a fresh heartbeat: waiting one node timeout in case it was this gateway before a crash")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(g.cfg.HeartbeatInterval):
+		}
 	}
 	g.refreshMembership(ctx)
+	if len(g.nodes.alive()) > 1 {
+		g.nodes.hold(time.Now().Add(2 * g.cfg.HeartbeatInterval))
+	}
 	return nil
 }
 

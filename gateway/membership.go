@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // gatewayNode is one gateway of the cluster as this gateway sees it.
@@ -25,6 +26,8 @@ type membership struct {
 	mu    sync.RWMutex
 	self  int32
 	nodes []gatewayNode
+	// holdUntil: before it, this gateway coordinates nothing (see hold).
+	holdUntil time.Time
 }
 
 func newMembership(self int32, advertised string) *membership {
@@ -72,6 +75,15 @@ func (m *membership) selfNode() gatewayNode {
 	return gatewayNode{ID: m.self, Alive: true}
 }
 
+// hold keeps this gateway out of coordinator choice until until. A gateway that joins a running
+// cluster takes its groups back from peers that notice it only at their next membership refresh;
+// claiming them at once would let two gateways accept joins and commits for one group meanwhile.
+func (m *membership) hold(until time.Time) {
+	m.mu.Lock()
+	m.holdUntil = until
+	m.mu.Unlock()
+}
+
 // fnv32a is the hash that places groups (and transactional ids) on gateways.
 func fnv32a(s string) uint32 {
 	h := fnv.New32a()
@@ -80,7 +92,8 @@ func fnv32a(s string) uint32 {
 }
 
 // coordinatorFor is the one function that decides which gateway coordinates key: FNV-1a(key) modulo
-// the full registered set; when that gateway is down, the next live one in node-id order (wrapping).
+// the full registered set; when that gateway is down (or is this one, held), the next live one in
+// node-id order (wrapping).
 func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -88,9 +101,10 @@ func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 	if n == 0 {
 		return gatewayNode{}, false
 	}
+	held := !m.holdUntil.IsZero() && time.Now().Before(m.holdUntil)
 	start := int(fnv32a(key) % uint32(n))
 	for i := 0; i < n; i++ {
-		if c := m.nodes[(start+i)%n]; c.Alive {
+		if c := m.nodes[(start+i)%n]; c.Alive && !(held && c.ID == m.self) {
 			return c, true
 		}
 	}

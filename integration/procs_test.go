@@ -61,6 +61,12 @@ func kgateBinary(t *testing.T) string {
 	return kgateBuild.path
 }
 
+// The membership timing of every kgate process the tests start.
+const (
+	procHeartbeat   = 200 * time.Millisecond
+	procNodeTimeout = 1500 * time.Millisecond
+)
+
 // procConfig is what differs between the kgate processes of a test.
 type procConfig struct {
 	nodeID    int32
@@ -160,8 +166,8 @@ func launchKgate(t *testing.T, pc procConfig) *kgateProc {
 		"KGATE_REDIS_ADDRS="+strings.Join(pc.redis, ","),
 		fmt.Sprintf("KGATE_REDIS_CLUSTER=%t", pc.cluster),
 		"KGATE_REDIS_NAMESPACE="+pc.namespace,
-		"KGATE_CLUSTER_HEARTBEAT_INTERVAL=200ms",
-		"KGATE_CLUSTER_NODE_TIMEOUT=1500ms",
+		"KGATE_CLUSTER_HEARTBEAT_INTERVAL="+procHeartbeat.String(),
+		"KGATE_CLUSTER_NODE_TIMEOUT="+procNodeTimeout.String(),
 		"KGATE_GROUPS_INITIAL_REBALANCE_DELAY=100ms",
 		"KGATE_GROUPS_MIN_SESSION_TIMEOUT=1s",
 	)

@@ -132,8 +132,8 @@ func TestScaleOutMembership(t *testing.T) {
 		t.Errorf("a second process with live node id 1 still runs after 20s:\n%s", dup.tail(10))
 	case code == 0:
 		t.Errorf("a second process with live node id 1 exited with status 0:\n%s", dup.tail(10))
-	case !strings.Contains(dup.output(), "node id in use"):
-		t.Errorf("exit status %d, but the log does not mention \"node id in use\":\n%s", code, dup.tail(10))
+	case !strings.Contains(dup.output(), `"message":"kgate stopped"`) || !strings.Contains(dup.output(), "node id in use"):
+		t.Errorf("exit status %d, but the log does not say it stopped because the node id is in use:\n%s", code, dup.tail(10))
 	default:
 		t.Logf("duplicate node id refused: exit status %d", code)
 	}
@@ -144,6 +144,20 @@ func TestScaleOutMembership(t *testing.T) {
 			t.Errorf("gateway %d exited: %v", p.ID, p.waitErr)
 		}
 	}
+
+	// A gateway restarted right after kill -9 finds its own heartbeat still fresh: it waits that out
+	// instead of refusing its own id.
+	victim := ps[2]
+	victim.Kill()
+	restart := time.Now()
+	ps[2] = startKgate(t, procConfig{nodeID: victim.ID, redis: base.redis, cluster: true, namespace: ns,
+		kafka: victim.Kafka, admin: strings.TrimPrefix(victim.AdminURL, "http://")})
+	took = time.Since(restart)
+	t.Logf("node %d restarted right after kill -9: serving %v later", victim.ID, took.Round(time.Millisecond))
+	if bound := procNodeTimeout + 5*time.Second; took > bound {
+		t.Errorf("restart took %v, want within the node timeout + margin (%v)", took, bound)
+	}
+	waitAllSeeAlive(t, 5*time.Second, []int32{0, 1, 2}, ps...)
 }
 
 // soLedger records what a producer had acknowledged and what consumers saw.
@@ -291,7 +305,6 @@ func TestCoordinatorFailover(t *testing.T) {
 		topic          = "orders"
 		group          = "billing"
 		sessionTimeout = 3 * time.Second
-		nodeTimeout    = 1500 * time.Millisecond
 	)
 	ns := soNamespace(t)
 	base := procConfig{redis: cluster.Addrs(), cluster: true, namespace: ns}
@@ -351,11 +364,14 @@ func TestCoordinatorFailover(t *testing.T) {
 	var cwg sync.WaitGroup
 	var commitErrs atomic.Int64
 	for i := range 3 {
-		cl := soClient(t, seeds,
-			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-			kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(300*time.Millisecond),
-			kgo.RebalanceTimeout(5*time.Second), kgo.DisableAutoCommit(),
-			kgo.FetchMaxWait(time.Second), kgo.ClientID(fmt.Sprintf("member-%d", i)), soDebugLog(t, fmt.Sprintf("member-%d", i)))
+		opts := []kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(300 * time.Millisecond),
+			kgo.RebalanceTimeout(5 * time.Second), kgo.DisableAutoCommit(),
+			kgo.FetchMaxWait(time.Second), kgo.ClientID(fmt.Sprintf("member-%d", i))}
+		if l := soDebugLog(t, fmt.Sprintf("member-%d", i)); l != nil {
+			opts = append(opts, kgo.WithLogger(l))
+		}
+		cl := soClient(t, seeds, opts...)
 		cwg.Go(func() {
 			defer cl.LeaveGroup()
 			for cctx.Err() == nil {
@@ -540,6 +556,9 @@ func TestCoordinatorFailover(t *testing.T) {
 	if total == 0 {
 		t.Fatal("nothing was produced")
 	}
+	if n := produceErrs.Load(); n > 0 {
+		t.Errorf("the producer gave up on %d records: the gateways' errors must be retriable", n)
+	}
 	if missing > 0 {
 		t.Errorf("%d of %d acknowledged records were never consumed, e.g. %v", missing, total, examples)
 	}
@@ -561,10 +580,23 @@ func TestCoordinatorFailover(t *testing.T) {
 type soKgoLog struct {
 	mu      sync.Mutex
 	retried map[string]int // error -> partition batches retried
-	debug   kgo.Logger
+	debug   kgo.Logger     // nil, or everything franz-go logs (see soDebugLog)
 }
 
 func (l *soKgoLog) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+// count returns how many batches were retried after an error whose text starts with prefix.
+func (l *soKgoLog) count(prefix string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for e, c := range l.retried {
+		if strings.HasPrefix(e, prefix) {
+			n += c
+		}
+	}
+	return n
+}
 
 func (l *soKgoLog) Log(lvl kgo.LogLevel, msg string, kv ...any) {
 	if l.debug != nil {
@@ -603,15 +635,14 @@ type foRun struct {
 	cl   *kgo.Client
 	klog *soKgoLog
 
-	mu           sync.Mutex
-	acked        map[int32]map[int64]string
-	ackedAt      map[int32]map[int64]time.Time
-	killAt       time.Time // zero until the master is killed
-	firstAfter   time.Time // first ack on the victim's partition of a record produced after the kill
-	errs         []string  // errors the client gave up on (non-retriable)
-	dataLoss     atomic.Int64
-	victimAcks   int
-	victimBefore int
+	mu         sync.Mutex
+	acked      map[int32]map[int64]string
+	ackedAt    map[int32]map[int64]time.Time
+	killAt     time.Time // zero until the master is killed
+	firstAfter time.Time // first ack on the victim's partition of a record produced after the kill
+	errs       []string  // errors the client gave up on (non-retriable)
+	dataLoss   atomic.Int64
+	victimAcks int
 }
 
 // produce writes one numbered record per partition every 10 ms until ctx is done.
@@ -712,10 +743,12 @@ func soReadAll(t *testing.T, ctx context.Context, addr, topic string, parts int3
 	return out
 }
 
-// soRedisNode is a redis-server this test restarted itself (the killed master coming back).
+// soRestartRedis starts a killed cluster node again from its directory and node config: it rejoins as
+// a replica of the master that replaced it. It is killed at cleanup, before the cluster removes dir.
 func soRestartRedis(t *testing.T, port, bus, dir, conf string) {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), "redis-restarted.log"))
+	logPath := filepath.Join(t.TempDir(), "redis-restarted.log")
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,7 +764,14 @@ func soRestartRedis(t *testing.T, port, bus, dir, conf string) {
 	logf.Close()
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done }) // before the cluster's own cleanup removes dir
+	t.Cleanup(func() { // before the cluster's own cleanup removes dir
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("--- restarted redis-server %s ---\n%s", port, out)
+		}
+	})
 }
 
 // TestRedisMasterFailover kills (SIGKILL) the Redis master that owns one partition while producers
@@ -828,14 +868,13 @@ func TestRedisMasterFailover(t *testing.T) {
 	var pwg sync.WaitGroup
 	for _, r := range runs {
 		r.acked, r.ackedAt, r.klog = map[int32]map[int64]string{}, map[int32]map[int64]time.Time{}, &soKgoLog{}
-		if os.Getenv("KGATE_TEST_LOG_DIR") != "" {
-			f, _ := os.Create(filepath.Join(os.Getenv("KGATE_TEST_LOG_DIR"), sanitize(r.name)+".kgo.log"))
-			t.Cleanup(func() { f.Close() })
-			r.klog.debug = kgo.BasicLogger(f, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") })
-		}
+		r.klog.debug = soDebugLog(t, sanitize(r.name))
 		soCreateTopic(t, ctx, kadm.NewClient(soClient(t, []string{r.proc.Kafka})), topic, parts)
 		r.cl = soClient(t, []string{r.proc.Kafka}, kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.WithLogger(r.klog),
+			// franz-go parks a partition that got a retriable error until its next metadata refresh, by
+			// default at most every 5 s: a short minimum age measures the gateway, not that pause.
+			kgo.MetadataMinAge(250*time.Millisecond),
 			kgo.ProducerOnDataLossDetected(func(string, int32) { r.dataLoss.Add(1) }))
 		pwg.Go(func() { r.produce(pctx, topic, parts, vp) })
 	}
@@ -849,7 +888,6 @@ func TestRedisMasterFailover(t *testing.T) {
 	for _, r := range runs {
 		r.mu.Lock()
 		r.killAt = killAt
-		r.victimBefore = r.victimAcks
 		r.mu.Unlock()
 	}
 	victim.Kill()
@@ -876,10 +914,18 @@ func TestRedisMasterFailover(t *testing.T) {
 	waitFor(t, 20*time.Second, "producing to the victim's partition through the gateway without WAIT", func() bool {
 		return !nowait.recoveredAt().IsZero()
 	})
-	t.Logf("no WAIT: first acknowledged produce to partition %d %v after the kill",
-		vp, nowait.recoveredAt().Sub(killAt).Round(time.Millisecond))
+	t.Logf("no WAIT: first acknowledged produce to partition %d %v after the kill (%v after the promotion)",
+		vp, nowait.recoveredAt().Sub(killAt).Round(time.Millisecond), nowait.recoveredAt().Sub(killAt.Add(promoted)).Round(time.Millisecond))
+	// The gateways find the promoted replica within a heartbeat interval; the client retries within
+	// its backoff and metadata age.
+	if late := nowait.recoveredAt().Sub(killAt.Add(promoted)); late > 5*time.Second {
+		t.Errorf("no WAIT: producing resumed %v after the promotion, want within 5s", late)
+	}
 
-	// The promoted master has no replica: the WAIT gateway must not have confirmed any new write to it.
+	// The promoted master has no replica: the WAIT gateway writes to it but confirms nothing.
+	waitFor(t, 15*time.Second, "the WAIT gateway to answer NOT_ENOUGH_REPLICAS_AFTER_APPEND", func() bool {
+		return wait.klog.count("NOT_ENOUGH_REPLICAS_AFTER_APPEND") > 0
+	})
 	if at := wait.recoveredAt(); !at.IsZero() {
 		t.Errorf("wait_replicas=1 acknowledged a write to partition %d %v after the kill, with no replica to confirm it",
 			vp, at.Sub(killAt))
@@ -901,6 +947,9 @@ func TestRedisMasterFailover(t *testing.T) {
 	t.Logf("wait_replicas=1: first acknowledged produce to partition %d %v after the kill (%v after the restart, %v after the replica synced)",
 		vp, wait.recoveredAt().Sub(killAt).Round(time.Millisecond), wait.recoveredAt().Sub(restartAt).Round(time.Millisecond),
 		wait.recoveredAt().Sub(synced).Round(time.Millisecond))
+	if late := wait.recoveredAt().Sub(synced); late > 5*time.Second {
+		t.Errorf("wait_replicas=1: producing resumed %v after the replica synced, want within 5s", late)
+	}
 
 	// Keep producing a little, then stop and account.
 	time.Sleep(500 * time.Millisecond)
@@ -965,15 +1014,17 @@ func TestRedisMasterFailover(t *testing.T) {
 	}
 }
 
-func soDebugLog(t *testing.T, name string) kgo.Opt {
+// soDebugLog returns a franz-go debug logger writing to <name>.kgo.log in KGATE_TEST_LOG_DIR, or nil
+// when that is not set.
+func soDebugLog(t *testing.T, name string) kgo.Logger {
 	dir := os.Getenv("KGATE_TEST_LOG_DIR")
 	if dir == "" {
-		return kgo.WithLogger(nil)
+		return nil
 	}
-	f, err := os.Create(filepath.Join(dir, name+".kgo.log"))
+	f, err := os.Create(filepath.Join(dir, sanitize(t.Name())+"-"+name+".kgo.log"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("debug log: %v", err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") }))
+	return kgo.BasicLogger(f, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") })
 }

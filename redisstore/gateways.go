@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -75,24 +76,40 @@ func (s *Store) DeregisterGateway(ctx context.Context, info GatewayInfo) error {
 	return s.rdb.HSet(ctx, s.keys.gateways(), strconv.Itoa(int(info.NodeID)), buf).Err()
 }
 
+// gatewaysScript reads the registrations and Redis's clock on the node that holds them. KEYS: gateways
+// hash. Returns {seconds, microseconds, field, value, ...}. (A pipelined TIME has no key and may run on
+// another node of a Redis Cluster, whose clock need not agree with the one that stamped the heartbeats.)
+var gatewaysScript = redis.NewScript(`
+local t = redis.call('TIME')
+local out = {t[1], t[2]}
+for _, v in ipairs(redis.call('HGETALL', KEYS[1])) do out[#out + 1] = v end
+return out
+`)
+
 // Gateways returns every registration and Redis's current time (epoch ms) to judge heartbeats by.
 func (s *Store) Gateways(ctx context.Context) ([]GatewayInfo, int64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
-	now := pipe.Time(ctx)
-	all := pipe.HGetAll(ctx, s.keys.gateways())
-	if _, err := pipe.Exec(ctx); err != nil {
+	vals, err := gatewaysScript.Run(ctx, s.rdb, []string{s.keys.gateways()}).StringSlice()
+	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]GatewayInfo, 0, len(all.Val()))
-	for _, raw := range all.Val() {
+	if len(vals) < 2 {
+		return nil, 0, fmt.Errorf("redisstore: gateways: unexpected reply %q", vals)
+	}
+	sec, err1 := strconv.ParseInt(vals[0], 10, 64)
+	usec, err2 := strconv.ParseInt(vals[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, 0, fmt.Errorf("redisstore: gateways: bad TIME %q %q", vals[0], vals[1])
+	}
+	out := make([]GatewayInfo, 0, (len(vals)-2)/2)
+	for i := 3; i < len(vals); i += 2 {
 		var gi GatewayInfo
-		if json.Unmarshal([]byte(raw), &gi) == nil {
+		if json.Unmarshal([]byte(vals[i]), &gi) == nil {
 			out = append(out, gi)
 		}
 	}
-	return out, now.Val().UnixMilli(), nil
+	return out, sec*1000 + usec/1000, nil
 }
 
 // RefreshTopology makes a Redis Cluster client reload its slot map in the background (a no-op for a

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -47,25 +46,33 @@ type AppendResult struct {
 	Err            error // nil, ErrOutOfOrderSequence, ErrInvalidEpoch, or a Redis failure
 }
 
-// argBuilder collects script arguments as *string so go-redis writes them without boxing each one.
+// argBuilder collects script arguments as pointers (*string, *int64) so go-redis writes them without
+// boxing each one into an interface.
 type argBuilder struct {
 	strs []string
+	ints []int64
 	args []any
 }
 
+// Field names shared by every record; pointers to them cost nothing per argument.
+var (
+	fieldKey   = "key"
+	fieldValue = "value"
+	emptyValue = ""
+)
+
 func (a *argBuilder) addBytes(b []byte) {
 	a.strs = append(a.strs, unsafe.String(unsafe.SliceData(b), len(b)))
+	a.args = append(a.args, &a.strs[len(a.strs)-1])
 }
-func (a *argBuilder) addString(s string) { a.strs = append(a.strs, s) }
-func (a *argBuilder) addInt(n int64)     { a.strs = append(a.strs, strconv.FormatInt(n, 10)) }
-
-// finish returns the argument list; strs must not grow afterwards.
-func (a *argBuilder) finish() []any {
-	a.args = a.args[:0]
-	for i := range a.strs {
-		a.args = append(a.args, &a.strs[i])
-	}
-	return a.args
+func (a *argBuilder) addString(s string) {
+	a.strs = append(a.strs, s)
+	a.args = append(a.args, &a.strs[len(a.strs)-1])
+}
+func (a *argBuilder) addConst(s *string) { a.args = append(a.args, s) }
+func (a *argBuilder) addInt(n int64) {
+	a.ints = append(a.ints, n)
+	a.args = append(a.args, &a.ints[len(a.ints)-1])
 }
 
 func fieldCount(r *Record) int {
@@ -79,40 +86,80 @@ func fieldCount(r *Record) int {
 	return n
 }
 
+// appendArgs builds the append script's arguments (layout documented on appendScript). The slices are
+// sized up front: pointers into them must stay valid.
 func (s *Store) appendArgs(b *Batch) []any {
-	n := 5
+	nargs, nstrs, nints := 7, 1, 6
+	cands := 0
+	maxTS := int64(-1 << 63)
 	for i := range b.Records {
-		n += 2 + 2*fieldCount(&b.Records[i])
+		r := &b.Records[i]
+		fc := fieldCount(r)
+		nargs += 1 + 2*fc
+		nstrs += fc + len(r.Headers)
+		nints++
+		if ts := b.recordTS(r); ts > maxTS {
+			maxTS = ts
+			cands++
+		}
 	}
-	a := argBuilder{strs: make([]string, 0, n), args: make([]any, 0, n)}
+	nargs += 2 * cands
+	nints += 2 * cands
+	a := argBuilder{strs: make([]string, 0, nstrs), ints: make([]int64, 0, nints), args: make([]any, 0, nargs)}
 	a.addInt(b.ProducerID)
 	a.addInt(int64(b.ProducerEpoch))
 	a.addInt(int64(b.BaseSequence))
 	a.addInt(int64(len(b.Records)))
-	a.addInt(b.LogAppendTime)
+	if s.autoSeq {
+		a.addInt(1)
+	} else {
+		a.addInt(0)
+	}
+	layout := make([]byte, 2*len(b.Records))
+	for i := range b.Records {
+		fc := fieldCount(&b.Records[i])
+		layout[2*i], layout[2*i+1] = byte(fc>>8), byte(fc)
+	}
+	a.addString(unsafe.String(unsafe.SliceData(layout), len(layout)))
+	a.addInt(int64(cands))
+	maxTS = int64(-1 << 63)
+	for i := range b.Records {
+		if ts := b.recordTS(&b.Records[i]); ts > maxTS {
+			maxTS = ts
+			a.addInt(int64(i))
+			a.addInt(ts)
+		}
+	}
 	for i := range b.Records {
 		r := &b.Records[i]
-		a.addInt(r.Timestamp)
-		a.addInt(int64(fieldCount(r)))
+		a.addInt(b.recordTS(r))
 		if r.Key != nil {
-			a.addString("key")
+			a.addConst(&fieldKey)
 			a.addBytes(r.Key)
 		}
 		if r.Value != nil {
-			a.addString("value")
+			a.addConst(&fieldValue)
 			a.addBytes(r.Value)
 		}
 		for _, h := range r.Headers {
 			if h.Value == nil {
 				a.addString("hn:" + h.Key)
-				a.addString("")
+				a.addConst(&emptyValue)
 			} else {
 				a.addString("h:" + h.Key)
 				a.addBytes(h.Value)
 			}
 		}
 	}
-	return a.finish()
+	return a.args
+}
+
+// recordTS is the timestamp stored for r: the log append time when the topic uses it.
+func (b *Batch) recordTS(r *Record) int64 {
+	if b.LogAppendTime != 0 {
+		return b.LogAppendTime
+	}
+	return r.Timestamp
 }
 
 // Append stores each batch atomically and in order within its partition; batches for different
@@ -121,11 +168,16 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	out := make([]AppendResult, len(batches))
-	if s.opts.WaitReplicas <= 0 && !s.opts.WaitAOF {
+	switch {
+	case s.opts.WaitReplicas > 0 || s.opts.WaitAOF:
+		s.appendDurable(ctx, batches, out)
+	case s.autoSeq:
+		eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
+			s.appendMulti(ctx, g.node, sub, res)
+		})
+	default:
 		s.appendOn(ctx, s.rdb, batches, out)
-		return out
 	}
-	s.appendDurable(ctx, batches, out)
 	return out
 }
 
@@ -188,67 +240,27 @@ func appendResult(c *redis.Cmd) AppendResult {
 // groups in parallel. (A pinned connection is not redirected: a slot that moved in between fails
 // with MOVED, which IsUnavailable classifies as retriable.)
 func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []AppendResult) {
-	type group struct {
-		node *redis.Client
-		idx  []int
-	}
-	var groups []*group
-	switch c := s.rdb.(type) {
-	case *redis.ClusterClient:
-		byNode := map[*redis.Client]*group{}
-		for i, b := range batches {
-			node, err := c.MasterForKey(ctx, s.keys.stream(b.Topic, b.Partition))
-			if err != nil {
-				out[i].Err = err
-				continue
-			}
-			g := byNode[node]
-			if g == nil {
-				g = &group{node: node}
-				byNode[node] = g
-				groups = append(groups, g)
-			}
-			g.idx = append(g.idx, i)
-		}
-	case *redis.Client:
-		g := &group{node: c}
-		for i := range batches {
-			g.idx = append(g.idx, i)
-		}
-		groups = append(groups, g)
-	default:
-		for i := range out {
-			out[i].Err = fmt.Errorf("redisstore: durable append: unsupported client %T", s.rdb)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Go(func() {
-			sub := make([]*Batch, len(g.idx))
-			for j, i := range g.idx {
-				sub[j] = batches[i]
-			}
-			res := make([]AppendResult, len(sub))
-			conn := g.node.Conn()
-			defer conn.Close()
+	eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
+		conn := g.node.Conn()
+		defer conn.Close()
+		if s.autoSeq {
+			s.appendMulti(ctx, conn, sub, res)
+		} else {
 			s.appendOn(ctx, conn, sub, res)
-			var err error
-			for _, r := range res {
-				if r.Err == nil {
-					err = s.waitDurable(ctx, conn)
-					break
-				}
+		}
+		var err error
+		for _, r := range res {
+			if r.Err == nil {
+				err = s.waitDurable(ctx, conn)
+				break
 			}
-			for j, i := range g.idx {
-				if res[j].Err == nil {
-					res[j].Err = err
-				}
-				out[i] = res[j]
+		}
+		for j := range res {
+			if res[j].Err == nil {
+				res[j].Err = err
 			}
-		})
-	}
-	wg.Wait()
+		}
+	})
 }
 
 // waitDurable applies the configured WAIT / WAITAOF on conn, the connection that took the writes.

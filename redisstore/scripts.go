@@ -3,15 +3,20 @@ package redisstore
 import "github.com/redis/go-redis/v9"
 
 // appendScript appends one producer batch to a partition: the idempotence check, the XADDs, the time
-// index and the high watermark move in one atomic step on the partition's slot.
+// index and the high watermark move in one atomic step on the partition's slot. The per-record work is
+// kept to one XADD: everything that can be computed outside Redis is (record layout, time-index
+// candidates, log-append timestamps), because Redis's single thread is the limit of the whole system.
 //
 // KEYS: stream, meta, tindex, producers.
-// ARGV: producer id (-1: none), epoch, base sequence, record count, log append time (0: keep the
-// records' own), then per record: timestamp, field-pair count, field, value, ...
+// ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 "1" to let Redis 7
+// assign sequence numbers (XADD 0-*) after the first record, 6 layout: two bytes (big endian) per
+// record = its number of field pairs after "ts", 7 k = number of time-index candidates, then k pairs
+// (record index from 0, timestamp): the records where the batch's running maximum timestamp grows,
+// then per record: timestamp, field, value, ...
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code}.
 var appendScript = redis.NewScript(`
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local pid, epoch, seq, n, lat = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local m = redis.call('HMGET', meta, 'next', 'start', 'maxts')
 local nxt = tonumber(m[1]) or 0
 local start = tonumber(m[2]) or 0
@@ -43,25 +48,28 @@ if pid ~= '-1' then
   end
 end
 local base = nxt
-local i = 6
+local auto = ARGV[5] == '1'
+local layout = ARGV[6]
+local k = tonumber(ARGV[7])
+local i = 8 + 2 * k
 for r = 1, n do
-  local ts = ARGV[i]
-  local nf = tonumber(ARGV[i + 1])
-  if lat ~= '0' then ts = lat end
-  local id = string.format('0-%d', nxt + 1)
-  if nf > 0 then
-    redis.call('XADD', stream, id, 'ts', ts, unpack(ARGV, i + 2, i + 1 + 2 * nf))
-  else
-    redis.call('XADD', stream, id, 'ts', ts)
-  end
-  local tsn = tonumber(ts)
-  if tsn > maxts then
-    maxts = tsn
-    redis.call('ZADD', tindex, ts, string.format('%d', nxt))
-  end
-  nxt = nxt + 1
-  i = i + 2 + 2 * nf
+  local hi, lo = string.byte(layout, 2 * r - 1, 2 * r)
+  local j = i + 2 * (hi * 256 + lo)
+  -- The first ID is explicit, so a stream written behind kgate's back fails before anything is stored;
+  -- the rest follow it densely.
+  local id = '0-*'
+  if r == 1 or not auto then id = string.format('0-%d', nxt + r) end
+  redis.call('XADD', stream, id, 'ts', unpack(ARGV, i, j))
+  i = j + 1
 end
+for c = 0, k - 1 do
+  local ts = tonumber(ARGV[9 + 2 * c])
+  if ts > maxts then
+    maxts = ts
+    redis.call('ZADD', tindex, ARGV[9 + 2 * c], string.format('%d', base + tonumber(ARGV[8 + 2 * c])))
+  end
+end
+nxt = nxt + n
 redis.call('HSET', meta, 'next', string.format('%d', nxt), 'maxts', string.format('%d', maxts))
 if pid ~= '-1' then
   local st = string.format('%d,%d,%d:%d:%d', epoch, last, seq, last, base)

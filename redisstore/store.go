@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,8 @@ type Store struct {
 	opts     Options
 	keys     keys
 	embedded *miniredis.Miniredis
+	// autoSeq: the server takes XADD <ms>-* (Redis 7+), so appends name only the first entry's ID.
+	autoSeq bool
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
@@ -88,6 +91,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := s.rdb.Ping(pctx).Err(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("redisstore: ping %s: %w", strings.Join(addrs, ","), err)
+	}
+	if s.embedded == nil {
+		if info, err := s.Info(pctx); err == nil {
+			major, _, _ := strings.Cut(info.Version, ".")
+			if v, err := strconv.Atoi(major); err == nil && v >= 7 {
+				s.autoSeq = true
+			}
+		}
 	}
 	return s, nil
 }
