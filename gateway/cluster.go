@@ -80,6 +80,7 @@ func (g *Gateway) register(ctx context.Context) error {
 func (g *Gateway) runMembership(ctx context.Context) {
 	t := time.NewTicker(g.cfg.HeartbeatInterval)
 	defer t.Stop()
+	lastOK := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -91,8 +92,24 @@ func (g *Gateway) runMembership(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout); err != nil && ctx.Err() == nil {
+		err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout)
+		switch {
+		case err == nil:
+			lastOK = time.Now()
+			if g.fenced.Swap(false) {
+				g.log.Warn().Int32("node_id", g.cfg.NodeID).Msg("gateway registration restored: coordinating groups again")
+			}
+		case ctx.Err() != nil:
+		default:
 			g.log.Error().Err(err).Int32("node_id", g.cfg.NodeID).Msg("gateway heartbeat failed")
+			// Past the node timeout the peers consider this gateway down and take over its groups: it
+			// must stop coordinating them too, or two coordinators would accept the same group.
+			if time.Since(lastOK) >= g.cfg.NodeTimeout && !g.fenced.Swap(true) {
+				g.log.Error().Int32("node_id", g.cfg.NodeID).Msg("gateway registration lost: no longer coordinating groups")
+			}
+		}
+		if g.fenced.Load() {
+			g.nodes.setSelfAlive(false)
 		}
 		g.refreshMembership(ctx)
 		g.store.RefreshTopology(ctx) // a promoted Redis replica is found within one interval
@@ -127,7 +144,7 @@ func (g *Gateway) refreshMembership(ctx context.Context) {
 			Alive: r.Heartbeat > 0 && now-r.Heartbeat < g.cfg.NodeTimeout.Milliseconds()}
 	}
 	self := g.registration()
-	byID[g.cfg.NodeID] = gatewayNode{ID: g.cfg.NodeID, Host: g.advHost, Port: g.advPort, Admin: self.Admin, Alive: true}
+	byID[g.cfg.NodeID] = gatewayNode{ID: g.cfg.NodeID, Host: g.advHost, Port: g.advPort, Admin: self.Admin, Alive: !g.fenced.Load()}
 	nodes := make([]gatewayNode, 0, len(byID))
 	for _, n := range byID {
 		nodes = append(nodes, n)

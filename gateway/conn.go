@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/bits"
 	"net"
 	"sync"
 	"time"
@@ -25,8 +26,51 @@ type conn struct {
 	log      zerolog.Logger
 }
 
-// framePool recycles request buffers between requests of all connections.
-var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+// Request and response buffers are recycled between requests of all connections, in power-of-two size
+// classes from 16 KiB to 64 MiB: a buffer of class i has a capacity of at least 16 KiB << i, so a
+// multi-megabyte fetch response reuses a buffer instead of allocating (and zeroing) a new one each
+// time. Buffers larger than the largest class are left to the GC.
+const (
+	minBufShift = 14 // 16 KiB
+	bufClasses  = 13 // up to 64 MiB
+)
+
+var bufPools [bufClasses]sync.Pool
+
+// getBuf returns an empty buffer with a capacity of at least n.
+func getBuf(n int) *[]byte {
+	i := bufClass(n)
+	if i < bufClasses {
+		if bp, ok := bufPools[i].Get().(*[]byte); ok {
+			return bp
+		}
+	}
+	size := max(n, 1<<minBufShift)
+	if i < bufClasses {
+		size = 1 << (minBufShift + i) // a full class size, so the buffer goes back to the class it came from
+	}
+	b := make([]byte, 0, size)
+	return &b
+}
+
+// putBuf recycles buf (bufp's buffer, possibly grown) into the largest class its capacity covers.
+func putBuf(bufp *[]byte, buf []byte) {
+	c := cap(buf)
+	if c < 1<<minBufShift || c >= 1<<(minBufShift+bufClasses) {
+		return
+	}
+	i := bits.Len(uint(c)) - 1 - minBufShift // floor(log2(c)) - minBufShift
+	*bufp = buf[:0]
+	bufPools[i].Put(bufp)
+}
+
+// bufClass is the smallest class whose buffers hold n bytes (bufClasses when none does).
+func bufClass(n int) int {
+	if n <= 1<<minBufShift {
+		return 0
+	}
+	return min(bits.Len(uint(n-1))-minBufShift, bufClasses)
+}
 
 func (g *Gateway) serveConn(nc net.Conn) {
 	defer g.untrack(nc)
@@ -60,31 +104,19 @@ func (c *conn) readLoop(ctx context.Context) error {
 		case n > c.g.cfg.MaxFrameBytes:
 			return protocol.ErrFrameTooLarge
 		}
-		bufp := framePool.Get().(*[]byte)
-		buf := *bufp
-		if cap(buf) < int(n) {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
+		bufp := getBuf(int(n))
+		buf := (*bufp)[:n]
 		if _, err := io.ReadFull(c.nc, buf); err != nil {
-			putFrame(bufp, buf)
+			putBuf(bufp, buf)
 			return err
 		}
 		bytesIn(int(n) + 4)
 		err := c.handleFrame(ctx, buf)
-		putFrame(bufp, buf)
+		putBuf(bufp, buf)
 		if err != nil {
 			return err
 		}
 	}
-}
-
-func putFrame(bufp *[]byte, buf []byte) {
-	if cap(buf) > 1<<20 {
-		return // let an unusually large frame go rather than pin it in the pool
-	}
-	*bufp = buf[:0]
-	framePool.Put(bufp)
 }
 
 // handleFrame decodes and answers one request. A returned error closes the connection.
@@ -137,10 +169,28 @@ func (c *conn) handleFrame(ctx context.Context, frame []byte) error {
 
 // write encodes into a pooled buffer, so an idle connection holds no output buffer.
 func (c *conn) write(hdr protocol.RequestHeader, resp kmsg.Response) error {
-	bufp := framePool.Get().(*[]byte)
+	bufp := getBuf(responseSizeHint(resp))
 	out := protocol.AppendResponse((*bufp)[:0], hdr.CorrelationID, resp)
 	bytesOut(len(out))
 	_, err := c.nc.Write(out)
-	putFrame(bufp, out)
+	putBuf(bufp, out)
 	return err
+}
+
+// responseSizeHint is about the encoded size of a fetch response (0 for other responses), so its
+// buffer comes from a class large enough not to be grown (and copied) while encoding.
+func responseSizeHint(resp kmsg.Response) int {
+	fr, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for i := range fr.Topics {
+		t := &fr.Topics[i]
+		n += 32 + len(t.Topic)
+		for j := range t.Partitions {
+			n += 64 + len(t.Partitions[j].RecordBatches)
+		}
+	}
+	return n
 }

@@ -112,6 +112,7 @@ type Gateway struct {
 	instance string // random per process, tells a restart from a duplicate node id
 	started  time.Time
 	multi    atomic.Bool // more than one live gateway: publish appends for remote long-polls
+	fenced   atomic.Bool // registration lost past the node timeout: coordinate nothing
 	appends  chan string // partitions to publish, drained by runAppendPublisher
 }
 

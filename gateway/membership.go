@@ -51,6 +51,17 @@ func (m *membership) all() []gatewayNode {
 	return append([]gatewayNode(nil), m.nodes...)
 }
 
+// setSelfAlive marks this gateway up or down in its own view (self-fencing).
+func (m *membership) setSelfAlive(alive bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.nodes {
+		if m.nodes[i].ID == m.self {
+			m.nodes[i].Alive = alive
+		}
+	}
+}
+
 // alive returns the live gateways, sorted by id.
 func (m *membership) alive() []gatewayNode {
 	m.mu.RLock()

@@ -21,13 +21,23 @@ import (
 // gateway and store stop at test cleanup.
 func startGatewayWithStore(t *testing.T, opts redisstore.Options) *testGateway {
 	t.Helper()
+	return startGatewayWithStoreCfg(t, opts, nil)
+}
+
+// startGatewayWithStoreCfg is startGatewayWithStore with a gateway config tweak.
+func startGatewayWithStoreCfg(t *testing.T, opts redisstore.Options, mutate func(*gateway.Config)) *testGateway {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store, err := redisstore.Open(ctx, opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	g := gateway.New(gateway.Config{Listen: "127.0.0.1:0", AutoCreateTopics: true}, store, zerolog.New(io.Discard))
+	cfg := gateway.Config{Listen: "127.0.0.1:0", AutoCreateTopics: true}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	g := gateway.New(cfg, store, zerolog.New(io.Discard))
 	if err := g.Listen(); err != nil {
 		store.Close()
 		t.Fatalf("listen: %v", err)

@@ -115,7 +115,7 @@ func (s *Store) Gateways(ctx context.Context) ([]GatewayInfo, int64, error) {
 // RefreshTopology makes a Redis Cluster client reload its slot map in the background (a no-op for a
 // standalone server). go-redis reloads it on MOVED/ASK/READONLY replies and otherwise only every 60 s:
 // after a master dies and its replica is promoted, commands for the dead master's slots fail with
-// "connection refused" and never see a MOVED (redis/go-redis#3979), and the durable append path,
+// "connection refused" and never see a MOVED, and the durable append path,
 // which writes on a connection pinned to the slot's master, would keep picking the dead node. The
 // membership loop calls this every heartbeat interval, which bounds that window.
 func (s *Store) RefreshTopology(ctx context.Context) {
