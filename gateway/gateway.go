@@ -219,15 +219,28 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		}
 	}()
 	var err error
+	var backoff time.Duration
 	for {
 		c, aerr := g.ln.Accept()
 		if aerr != nil {
-			if !g.isClosing() {
+			if g.isClosing() {
+				break
+			}
+			if errors.Is(aerr, net.ErrClosed) {
 				err = aerr
 				g.shutdown()
+				break
 			}
-			break
+			// Out of file descriptors and the like: wait and try again rather than stop serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			g.log.Error().Err(aerr).Dur("retry_in", backoff).Msg("accept failed")
+			select {
+			case <-time.After(backoff):
+			case <-g.bgCtx.Done():
+			}
+			continue
 		}
+		backoff = 0
 		if g.atConnectionLimit() {
 			g.log.Warn().Int("max_connections", g.cfg.MaxConnections).Str("remote", c.RemoteAddr().String()).Msg("connection refused: kafka.max_connections reached")
 			c.Close()
@@ -322,5 +335,3 @@ func (g *Gateway) OpenConnections() int {
 	defer g.mu.Unlock()
 	return len(g.conns)
 }
-
-var errClosing = errors.New("gateway: shutting down")

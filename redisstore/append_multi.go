@@ -132,8 +132,8 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	nints += 2 * cands
 	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs+7+len(keys)+2*cands)}
 	xadds = make([][]any, len(b.Records))
-	stream := keys[0]
 	a.strs = append(a.strs, keys...)
+	var names headerNames
 	for i := range b.Records {
 		r := &b.Records[i]
 		from := len(a.args)
@@ -152,16 +152,15 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		}
 		for _, h := range r.Headers {
 			if h.Value == nil {
-				a.addString("hn:" + h.Key)
+				a.addString(names.field("hn:", h.Key))
 				a.addConst(&emptyValue)
 			} else {
-				a.addString("h:" + h.Key)
+				a.addString(names.field("h:", h.Key))
 				a.addBytes(h.Value)
 			}
 		}
 		xadds[i] = a.args[from:len(a.args):len(a.args)]
 	}
-	_ = stream
 	from := len(a.args)
 	a.addConst(&cmdEVAL)
 	a.addConst(&finishScript)

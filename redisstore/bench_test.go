@@ -78,6 +78,25 @@ func BenchmarkAppendArgs(b *testing.B) {
 	}
 }
 
+// BenchmarkMultiArgs builds one batch's commands for the transactional append (Redis 7+): an XADD
+// argument list per record plus the finish script's EVAL, all pointing into slabs sized up front.
+func BenchmarkMultiArgs(b *testing.B) {
+	s := &Store{keys: keys{ns: "kgate"}}
+	for _, hdrs := range []int{0, 1} {
+		for _, n := range benchRecordCounts {
+			batch := benchBatch(n, hdrs)
+			keys := s.partKeys(batch)
+			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
+				benchPerRecord(b, n, func() {
+					if xadds, eval := s.multiArgs(batch, keys); len(xadds) != n || len(eval) < 9 {
+						b.Fatalf("%d xadds, %d eval args", len(xadds), len(eval))
+					}
+				})
+			})
+		}
+	}
+}
+
 // BenchmarkParseEntries turns an XRANGE reply into records (the fetch path's reply decoding; the
 // allocations go-redis makes reading the reply off the wire come on top).
 func BenchmarkParseEntries(b *testing.B) {
