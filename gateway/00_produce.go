@@ -154,15 +154,21 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	if g.logAppendTime(t) {
 		b.LogAppendTime = now
 	}
+	nh := 0
+	for i := range pb.Records {
+		nh += len(pb.Records[i].Headers)
+	}
+	headers := make([]redisstore.Header, 0, nh) // one allocation for every header of the batch
 	for i := range pb.Records {
 		r := &pb.Records[i]
 		sr := &b.Records[i]
 		sr.Timestamp, sr.Key, sr.Value = r.Timestamp, r.Key, r.Value
 		if len(r.Headers) > 0 {
-			sr.Headers = make([]redisstore.Header, len(r.Headers))
-			for j, h := range r.Headers {
-				sr.Headers[j] = redisstore.Header{Key: h.Key, Value: h.Value}
+			from := len(headers)
+			for _, h := range r.Headers {
+				headers = append(headers, redisstore.Header{Key: h.Key, Value: h.Value})
 			}
+			sr.Headers = headers[from:len(headers):len(headers)]
 		}
 	}
 	return b, 0
