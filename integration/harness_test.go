@@ -2,10 +2,15 @@ package integration
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,4 +209,147 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// wireLog records, per client id, the (API key, version) pairs of the requests a client sent.
+type wireLog struct {
+	mu   sync.Mutex
+	seen map[string]map[int16]map[int16]int // client id -> key -> version -> count
+}
+
+// versions returns the sorted versions of API key that clientID sent.
+func (w *wireLog) versions(clientID string, key int16) []int16 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var vs []int16
+	for v := range w.seen[clientID][key] {
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// String lists the API versions each client sent, one client a line: "client": key:vVERSION×COUNT ...
+func (w *wireLog) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var lines []string
+	for client, byKey := range w.seen {
+		keys := slices.Sorted(maps.Keys(byKey))
+		var parts []string
+		for _, key := range keys {
+			var vv []string
+			for _, v := range slices.Sorted(maps.Keys(byKey[key])) {
+				vv = append(vv, fmt.Sprintf("v%d×%d", v, byKey[key][v]))
+			}
+			parts = append(parts, fmt.Sprintf("%d:%s", key, strings.Join(vv, ",")))
+		}
+		lines = append(lines, fmt.Sprintf("%q: %s", client, strings.Join(parts, " ")))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// startRecordingGateway starts a gateway that advertises a loopback proxy in front of its listener, so
+// every connection a client makes (bootstrap, coordinator, partition leaders) goes through the proxy,
+// which records the API key, version and client id of each request. Clients must bootstrap to addr.
+func startRecordingGateway(t *testing.T, b backend) (g *testGateway, addr string, wl *wireLog) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	addr = ln.Addr().String()
+	g = startGateway(t, b, gatewayOpts{mutate: func(c *gateway.Config) { c.Advertised = addr }})
+	wl = &wireLog{seen: map[string]map[int16]map[int16]int{}}
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]struct{}{}
+		wg    sync.WaitGroup
+	)
+	track := func(cs ...net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if conns == nil {
+			return false
+		}
+		for _, c := range cs {
+			conns[c] = struct{}{}
+		}
+		return true
+	}
+	pipe := func(c net.Conn) {
+		defer wg.Done()
+		defer c.Close()
+		s, err := net.DialTimeout("tcp", g.Addr, 5*time.Second)
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		if !track(c, s) {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			io.Copy(c, s)
+			c.Close()
+		}()
+		var size [4]byte
+		for {
+			if _, err := io.ReadFull(c, size[:]); err != nil {
+				return
+			}
+			n := binary.BigEndian.Uint32(size[:])
+			if n < 8 || n > 100<<20 {
+				return
+			}
+			body := make([]byte, n)
+			if _, err := io.ReadFull(c, body); err != nil {
+				return
+			}
+			key, ver := int16(binary.BigEndian.Uint16(body[0:])), int16(binary.BigEndian.Uint16(body[2:]))
+			var client string
+			if n >= 10 {
+				if l := int16(binary.BigEndian.Uint16(body[8:])); l > 0 && int(l) <= len(body)-10 {
+					client = string(body[10 : 10+int(l)])
+				}
+			}
+			wl.mu.Lock()
+			if wl.seen[client] == nil {
+				wl.seen[client] = map[int16]map[int16]int{}
+			}
+			if wl.seen[client][key] == nil {
+				wl.seen[client][key] = map[int16]int{}
+			}
+			wl.seen[client][key][ver]++
+			wl.mu.Unlock()
+			if _, err := s.Write(append(size[:], body...)); err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go pipe(c)
+		}
+	}()
+	t.Cleanup(func() { // runs before the gateway's own cleanup
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		conns = nil
+		mu.Unlock()
+		wg.Wait()
+	})
+	return g, addr, wl
 }
