@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+// Fetch sizing as kgate does it (gateway/fetch_sizing.go): a partition's XRANGE COUNT is
+// partition_max_bytes / average stored record size + 1, capped, where the stored size of a record is
+// 20 + len(key) + len(value). franz-go asks for 1 MiB per partition by default.
+const (
+	consumePartitionMaxBytes = 1 << 20
+	kgateRecordOverhead      = 20
+	kgateMaxReadCount        = 10000
+)
+
+func kgatePageSize(keyBytes, size int) int {
+	return min(max(consumePartitionMaxBytes/(kgateRecordOverhead+keyBytes+size)+1, 1), kgateMaxReadCount)
+}
+
+type consumeRun struct {
+	records int64
+	bytes   int64 // value bytes
+	elapsed time.Duration
+	cpu     cpuUse
+	partial bool // stopped by --consume-timeout
+}
+
+func (r consumeRun) rate() float64 { return float64(r.records) / r.elapsed.Seconds() }
+
+func (b *bench) consumePhase(ctx context.Context) error {
+	if len(b.produced) == 0 {
+		if err := b.fillForConsume(ctx); err != nil {
+			return err
+		}
+	}
+	stopProfile, err := b.profilePhase("consume")
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	b.rep.meta("consume", fmt.Sprintf("franz-go consumer from offset 0 of each produce topic (fetch max 50 MB, partition max 1 MiB: franz-go defaults; max wait 500ms); baseline: one pipeline of XRANGE per partition per round over kgate's own streams, COUNT as kgate sizes it (1 MiB/(20+key+value)+1: %d for 100 B, %d for 1 KB); bounded by %v",
+		kgatePageSize(b.o.keyBytes, 100), kgatePageSize(b.o.keyBytes, 1024), b.o.consumeTimeout))
+	for _, pt := range b.produced {
+		hwm, err := b.highWatermarks(ctx, pt.topic, pt.parts)
+		if err != nil {
+			return err
+		}
+		var k, base consumeRun
+		labeled("client", func() { k, err = b.consumeKgate(ctx, pt.topic, pt.parts, sum(hwm)) })
+		if err != nil {
+			return fmt.Errorf("%s through kgate: %w", pt.topic, err)
+		}
+		page := kgatePageSize(b.o.keyBytes, pt.size)
+		labeled("baseline", func() { base, err = b.consumeBaseline(ctx, pt.topic, hwm, page) })
+		if err != nil {
+			return fmt.Errorf("%s baseline: %w", pt.topic, err)
+		}
+		cs := fmt.Sprintf("%s x %dp", sizeName(pt.size), pt.parts)
+		notes := fmt.Sprintf("%s records, XRANGE COUNT %d", fmtNum(float64(sum(hwm))), page)
+		if k.partial || base.partial {
+			notes += fmt.Sprintf("; stopped at %v (kgate %d, baseline %d records)", b.o.consumeTimeout, k.records, base.records)
+		}
+		b.rep.add(withBaseline(result{Phase: "consume", Case: cs, Metric: "throughput", Unit: "rec/s",
+			Kgate: k.rate(), KgateCPU: &k.cpu, BaselineCPU: &base.cpu, Notes: notes}, base.rate()))
+		b.rep.add(withBaseline(result{Phase: "consume", Case: cs, Metric: "throughput", Unit: "MB/s",
+			Kgate: k.rate() * float64(pt.size) / 1e6}, base.rate()*float64(pt.size)/1e6))
+		b.rep.addCPUPerRecord("consume", cs, k.cpu, float64(k.records), base.cpu, float64(base.records))
+	}
+	return nil
+}
+
+// fillForConsume produces the produce phase's topics without measuring, when that phase did not run.
+func (b *bench) fillForConsume(ctx context.Context) error {
+	for _, size := range b.o.sizes {
+		for _, parts := range b.o.partitions {
+			topic := fmt.Sprintf("produce-%d-%dp", size, parts)
+			if err := b.createTopic(ctx, topic, parts); err != nil {
+				return err
+			}
+			var err error
+			labeled("client", func() { _, err = b.produceKgate(ctx, topic, size) })
+			if err != nil {
+				return fmt.Errorf("fill %s: %w", topic, err)
+			}
+			b.produced = append(b.produced, producedTopic{topic: topic, size: size, parts: parts})
+		}
+	}
+	return nil
+}
+
+// consumeKgate reads every partition of topic from offset 0 with a franz-go consumer until expected
+// records arrived.
+func (b *bench) consumeKgate(ctx context.Context, topic string, parts int, expected int64) (consumeRun, error) {
+	offs := map[int32]kgo.Offset{}
+	for p := range parts {
+		offs[int32(p)] = kgo.NewOffset().At(0)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return consumeRun{}, err
+	}
+	defer cl.Close()
+	dctx, cancel := context.WithTimeout(ctx, b.o.consumeTimeout)
+	defer cancel()
+	var r consumeRun
+	m0 := b.markCPU()
+	for r.records < expected {
+		fs := cl.PollFetches(dctx)
+		if dctx.Err() != nil {
+			if ctx.Err() != nil {
+				return r, ctx.Err()
+			}
+			r.partial = true
+			break
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return r, fmt.Errorf("fetch %s/%d: %w", errs[0].Topic, errs[0].Partition, errs[0].Err)
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			r.records++
+			r.bytes += int64(len(rec.Value))
+		})
+	}
+	r.elapsed = time.Since(m0.at)
+	r.cpu = b.cpuSince(m0)
+	return r, nil
+}
+
+// consumeBaseline reads kgate's streams of topic directly: each round is one pipeline with an XRANGE
+// of page entries for every partition not yet read to its high watermark, as kgate's fetch does.
+func (b *bench) consumeBaseline(ctx context.Context, topic string, hwm []int64, page int) (consumeRun, error) {
+	rdb := b.base.Client()
+	keys := make([]string, len(hwm))
+	for p := range keys {
+		keys[p] = b.store.StreamKey(topic, int32(p))
+	}
+	next := make([]int64, len(hwm))
+	cmds := make([]*redis.Cmd, len(hwm))
+	expected := sum(hwm)
+	deadline := time.Now().Add(b.o.consumeTimeout)
+	var r consumeRun
+	m0 := b.markCPU()
+	for r.records < expected {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if time.Now().After(deadline) {
+			r.partial = true
+			break
+		}
+		pipe := rdb.Pipeline()
+		for p := range keys {
+			cmds[p] = nil
+			if next[p] < hwm[p] {
+				cmds[p] = pipe.Do(ctx, "XRANGE", keys[p], redisstore.EntryID(next[p]), "+", "COUNT", page)
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return r, err
+		}
+		for p, c := range cmds {
+			if c == nil {
+				continue
+			}
+			entries, err := c.Slice()
+			if err != nil {
+				return r, err
+			}
+			if len(entries) == 0 {
+				return r, fmt.Errorf("partition %d: no entries from offset %d below high watermark %d", p, next[p], hwm[p])
+			}
+			// Walk the fields as a consumer would, to find the value.
+			for _, e := range entries {
+				pair, _ := e.([]any)
+				if len(pair) != 2 {
+					return r, fmt.Errorf("malformed entry %v", e)
+				}
+				fields, _ := pair[1].([]any)
+				for i := 0; i+1 < len(fields); i += 2 {
+					if f, _ := fields[i].(string); f == "value" {
+						v, _ := fields[i+1].(string)
+						r.bytes += int64(len(v))
+					}
+				}
+			}
+			r.records += int64(len(entries))
+			last, _ := entries[len(entries)-1].([]any)[0].(string)
+			off, ok := redisstore.OffsetOfID(last)
+			if !ok {
+				return r, fmt.Errorf("partition %d: entry id %q", p, last)
+			}
+			next[p] = off + 1
+		}
+	}
+	r.elapsed = time.Since(m0.at)
+	r.cpu = b.cpuSince(m0)
+	return r, nil
+}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Latency records carry, in their first 9 bytes, the time they were handed to the client (nanoseconds
+// since the run's start, on the monotonic clock) and a warm-up flag.
+const (
+	stampLen = 9
+	flagWarm = 1
+)
+
+func stampValue(dst []byte, since time.Duration, warm bool) {
+	binary.BigEndian.PutUint64(dst, uint64(since))
+	dst[8] = 0
+	if warm {
+		dst[8] = flagWarm
+	}
+}
+
+func readStamp(v []byte) (time.Duration, bool) {
+	if len(v) < stampLen {
+		return 0, false
+	}
+	return time.Duration(binary.BigEndian.Uint64(v)), v[8] != flagWarm
+}
+
+// latencyRun is one rate's samples.
+type latencyRun struct {
+	lat      []time.Duration
+	achieved float64 // records/s delivered during the measured window
+	cpu      cpuUse
+}
+
+func (b *bench) latencyPhase(ctx context.Context) error {
+	parts, size := b.o.latPartitions, b.o.latSize
+	warm := b.o.latDuration / 10
+	b.rep.meta("latency", fmt.Sprintf("%d B values over %d partition(s); franz-go producer linger=%v, acks=-1, idempotent; franz-go consumer long-polling (max wait 5s, min bytes 1); each rate: %v warm-up + %v measured; latency = consumer poll return - time the record was handed to the producer; baseline: XADD pipelined per 1 ms tick by one sender, XREAD BLOCK consumer",
+		size, parts, b.o.latLinger, warm, b.o.latDuration))
+	for i, r := range b.o.latRates {
+		rate, label := r, fmt.Sprintf("%s rec/s", fmtNum(r))
+		if r < 0 {
+			maxRate, err := b.maxProduceRate(ctx, size, parts)
+			if err != nil {
+				return err
+			}
+			rate = -r * maxRate
+			label = fmt.Sprintf("%.0f%% max (%s rec/s)", -r*100, fmtNum(rate))
+		}
+		topic := fmt.Sprintf("latency-%d", i)
+		if err := b.createTopic(ctx, topic, parts); err != nil {
+			return err
+		}
+		var k, base latencyRun
+		var err error
+		labeled("client", func() { k, err = b.latencyKgate(ctx, topic, parts, size, rate, warm) })
+		if err != nil {
+			return fmt.Errorf("%s through kgate: %w", label, err)
+		}
+		labeled("baseline", func() { base, err = b.latencyBaseline(ctx, topic, parts, size, rate, warm) })
+		if err != nil {
+			return fmt.Errorf("%s baseline: %w", label, err)
+		}
+		kp := percentiles(k.lat, .5, .99, .999)
+		bp := percentiles(base.lat, .5, .99, .999)
+		notes := fmt.Sprintf("delivered %s rec/s (baseline %s), %d samples", fmtNum(k.achieved), fmtNum(base.achieved), len(k.lat))
+		for j, m := range []string{"p50", "p99", "p999"} {
+			res := result{Phase: "latency", Case: label, Metric: m, Unit: "ms", Kgate: kp[j]}
+			if j == 0 {
+				res.KgateCPU, res.BaselineCPU, res.Notes = &k.cpu, &base.cpu, notes
+			}
+			b.rep.add(withBaseline(res, bp[j]))
+		}
+	}
+	return nil
+}
+
+// maxProduceRate is the produce phase's kgate figure for size and parts, measured now if that phase
+// did not run that case.
+func (b *bench) maxProduceRate(ctx context.Context, size, parts int) (float64, error) {
+	if r, ok := b.maxRate[rateKey(size, parts)]; ok {
+		return r, nil
+	}
+	topic := fmt.Sprintf("latency-max-%d-%dp", size, parts)
+	if err := b.createTopic(ctx, topic, parts); err != nil {
+		return 0, err
+	}
+	progress("measuring the maximum produce rate for %s x %dp (the produce phase did not)", sizeName(size), parts)
+	var (
+		k   produceRun
+		err error
+	)
+	labeled("client", func() { k, err = b.produceKgate(ctx, topic, size) })
+	if err != nil {
+		return 0, err
+	}
+	b.maxRate[rateKey(size, parts)] = k.rate
+	return k.rate, nil
+}
+
+// pace calls emit every millisecond with the records due by then at rate, until total were emitted.
+func pace(ctx context.Context, rate float64, total int64, emit func(from, to int64)) error {
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	var sent int64
+	for sent < total {
+		due := min(int64(rate*time.Since(start).Seconds())+1, total)
+		if due > sent {
+			emit(sent, due)
+			sent = due
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int, rate float64, warm time.Duration) (latencyRun, error) {
+	hwm, err := b.highWatermarks(ctx, topic, parts)
+	if err != nil {
+		return latencyRun{}, err
+	}
+	offs := map[int32]kgo.Offset{}
+	for p := range parts {
+		offs[int32(p)] = kgo.NewOffset().At(hwm[p])
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+		kgo.FetchMaxWait(5*time.Second))
+	if err != nil {
+		return latencyRun{}, err
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(b.producerOpts(topic, b.o.latLinger)...)
+	if err != nil {
+		return latencyRun{}, err
+	}
+	defer prod.Close()
+
+	start := time.Now()
+	total := int64(rate * (warm + b.o.latDuration).Seconds())
+	warmN := int64(rate * warm.Seconds())
+	// One primer record per partition: both clients are connected and the consumer long-polls.
+	primers := int64(parts)
+	for range parts {
+		v := randomBytes(size)
+		stampValue(v, 0, true)
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: v}).FirstErr(); err != nil {
+			return latencyRun{}, fmt.Errorf("primer: %w", err)
+		}
+	}
+	var (
+		got      atomic.Int64
+		lats     = make([]time.Duration, 0, total)
+		cctx, cc = context.WithCancel(ctx)
+		done     = make(chan error, 1)
+		window   struct{ first, last time.Duration }
+	)
+	defer cc()
+	go func() {
+		for got.Load() < total+primers {
+			fs := cons.PollFetches(cctx)
+			now := time.Since(start)
+			if cctx.Err() != nil {
+				done <- cctx.Err()
+				return
+			}
+			if errs := fs.Errors(); len(errs) > 0 {
+				done <- errs[0].Err
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				got.Add(1)
+				if at, measured := readStamp(r.Value); measured {
+					lats = append(lats, now-at)
+					if window.first == 0 {
+						window.first = now
+					}
+					window.last = now
+				}
+			})
+		}
+		done <- nil
+	}()
+
+	var perr atomic.Pointer[error]
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			perr.CompareAndSwap(nil, &err)
+		}
+	}
+	keys := recordKeys(b.o.keyBytes)
+	tail := randomBytes(size)
+	m0 := b.markCPU()
+	err = pace(ctx, rate, total, func(from, to int64) {
+		now := time.Since(start)
+		for i := from; i < to; i++ {
+			v := make([]byte, size)
+			copy(v[stampLen:], tail)
+			stampValue(v, now, i < warmN)
+			prod.Produce(ctx, &kgo.Record{Key: keys[i%int64(len(keys))], Value: v}, promise)
+		}
+	})
+	if err != nil {
+		return latencyRun{}, err
+	}
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		err = fmt.Errorf("only %d of %d records delivered 10s after the last was produced", got.Load()-primers, total)
+	}
+	cpu := b.cpuSince(m0)
+	if err != nil {
+		return latencyRun{}, err
+	}
+	if p := perr.Load(); p != nil {
+		return latencyRun{}, *p
+	}
+	run := latencyRun{lat: lats, cpu: cpu}
+	if w := window.last - window.first; w > 0 {
+		run.achieved = float64(len(lats)) / w.Seconds()
+	}
+	return run, nil
+}
+
+// latencyBaseline does the same with Redis alone: the pacer hands each tick's records to one sender
+// goroutine that XADDs them in one pipeline; a consumer XREAD BLOCKs on every stream.
+func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size int, rate float64, warm time.Duration) (latencyRun, error) {
+	rdb := b.base.Client()
+	keys := make([]string, parts)
+	ids := make([]string, parts)
+	for p := range keys {
+		keys[p] = b.base.StreamKey(topic, int32(p))
+		ids[p] = "0-0"
+	}
+	defer rdb.Unlink(context.Background(), keys...)
+	total := int64(rate * (warm + b.o.latDuration).Seconds())
+	warmN := int64(rate * warm.Seconds())
+	var (
+		start    = time.Now()
+		got      int64
+		lats     = make([]time.Duration, 0, total)
+		cctx, cc = context.WithCancel(ctx)
+		done     = make(chan error, 1)
+		window   struct{ first, last time.Duration }
+	)
+	defer cc()
+	ready := make(chan struct{})
+	go func() {
+		streams := append(append([]string{}, keys...), ids...)
+		first := true
+		for got < total {
+			if first {
+				close(ready)
+				first = false
+			}
+			res, err := rdb.XRead(cctx, &redis.XReadArgs{Streams: streams, Count: 10000, Block: 5 * time.Second}).Result()
+			now := time.Since(start)
+			if cctx.Err() != nil {
+				done <- cctx.Err()
+				return
+			}
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, s := range res {
+				for p, k := range keys {
+					if k == s.Stream && len(s.Messages) > 0 {
+						streams[parts+p] = s.Messages[len(s.Messages)-1].ID
+					}
+				}
+				for _, m := range s.Messages {
+					got++
+					v, _ := m.Values["value"].(string)
+					if at, measured := readStamp([]byte(v[:min(len(v), stampLen)])); measured {
+						lats = append(lats, now-at)
+						if window.first == 0 {
+							window.first = now
+						}
+						window.last = now
+					}
+				}
+			}
+		}
+		done <- nil
+	}()
+	<-ready
+	time.Sleep(50 * time.Millisecond) // let the first XREAD block
+
+	type tickBatch struct {
+		from, to int64
+		at       time.Duration
+	}
+	sendq := make(chan tickBatch, 1<<16)
+	senderErr := make(chan error, 1)
+	rkeys := recordKeys(b.o.keyBytes)
+	tail := randomBytes(size)
+	go func() {
+		for tb := range sendq {
+			pipe := rdb.Pipeline()
+			ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
+			for i := tb.from; i < tb.to; i++ {
+				v := make([]byte, size)
+				copy(v[stampLen:], tail)
+				stampValue(v, tb.at, i < warmN)
+				pipe.Do(ctx, "XADD", keys[i%int64(parts)], "*", "ts", ts, "key", rkeys[i%int64(len(rkeys))], "value", v)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				senderErr <- err
+				for range sendq {
+				}
+				return
+			}
+		}
+		senderErr <- nil
+	}()
+	m0 := b.markCPU()
+	err := pace(ctx, rate, total, func(from, to int64) {
+		sendq <- tickBatch{from, to, time.Since(start)}
+	})
+	close(sendq)
+	if serr := <-senderErr; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return latencyRun{}, err
+	}
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		err = fmt.Errorf("baseline: only %d of %d records delivered 10s after the last was sent", got, total)
+	}
+	cpu := b.cpuSince(m0)
+	if err != nil {
+		return latencyRun{}, err
+	}
+	run := latencyRun{lat: lats, cpu: cpu}
+	if w := window.last - window.first; w > 0 {
+		run.achieved = float64(len(lats)) / w.Seconds()
+	}
+	return run, nil
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// produceHook counts what the producer's requests carried: batches (one per partition per request),
+// records and Produce requests written.
+type produceHook struct {
+	batches, records, requests atomic.Int64
+}
+
+var (
+	_ kgo.HookProduceBatchWritten = (*produceHook)(nil)
+	_ kgo.HookBrokerWrite         = (*produceHook)(nil)
+)
+
+func (h *produceHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.batches.Add(1)
+	h.records.Add(int64(m.NumRecords))
+}
+
+func (h *produceHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil {
+		h.requests.Add(1)
+	}
+}
+
+type hookSnap struct{ batches, records, requests int64 }
+
+func (h *produceHook) snap() hookSnap {
+	return hookSnap{h.batches.Load(), h.records.Load(), h.requests.Load()}
+}
+
+// producerOpts is the franz-go producer of every phase: acks=-1 with idempotence (franz-go's default),
+// no compression (the baseline stores the same bytes uncompressed), records spread round-robin.
+func (b *bench) producerOpts(topic string, linger time.Duration, hooks ...kgo.Hook) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(b.addr),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(linger),
+		kgo.ProducerBatchMaxBytes(int32(b.o.batchBytes)),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RetryTimeout(30 * time.Second),
+	}
+	if len(hooks) > 0 {
+		opts = append(opts, kgo.WithHooks(hooks...))
+	}
+	return opts
+}
+
+func sizeName(n int) string {
+	if n%1024 == 0 {
+		return strconv.Itoa(n/1024) + "KB"
+	}
+	return strconv.Itoa(n) + "B"
+}
+
+func rateKey(size, parts int) string { return fmt.Sprintf("%d/%d", size, parts) }
+
+// produceRun is one measured produce run.
+type produceRun struct {
+	rate     float64 // records/s
+	cpu      cpuUse
+	perBatch float64 // records per partition batch
+	perReq   float64 // partition batches per Produce request
+}
+
+func (b *bench) producePhase(ctx context.Context) error {
+	stopProfile, err := b.profilePhase("produce")
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	b.rep.meta("producer", fmt.Sprintf("franz-go, acks=-1, idempotent, linger=%v, max batch %d B, no compression, round-robin partitioner, %d B keys; values are random bytes",
+		b.o.linger, b.o.batchBytes, b.o.keyBytes))
+	b.rep.meta("produce", fmt.Sprintf("each run: %v warm-up + %v measured; baseline: go-redis pipelined XADD * (ts, key, value) of the same records, batches of the records/batch kgate's requests carried, batches/request per pipeline, %d pipeline(s) in flight; MB/s counts values, 1 MB = 10^6 B",
+		b.o.warmup, b.o.duration, b.o.basePipes))
+	for _, size := range b.o.sizes {
+		for _, parts := range b.o.partitions {
+			topic := fmt.Sprintf("produce-%d-%dp", size, parts)
+			if err := b.createTopic(ctx, topic, parts); err != nil {
+				return err
+			}
+			var k produceRun
+			var err error
+			labeled("client", func() { k, err = b.produceKgate(ctx, topic, size) })
+			if err != nil {
+				return fmt.Errorf("%s through kgate: %w", topic, err)
+			}
+			perBatch := max(int(math.Round(k.perBatch)), 1)
+			perReq := min(max(int(math.Round(k.perReq)), 1), parts)
+			var base produceRun
+			labeled("baseline", func() { base, err = b.produceBaseline(ctx, topic, parts, size, perBatch, perReq) })
+			if err != nil {
+				return fmt.Errorf("%s baseline: %w", topic, err)
+			}
+			cs := fmt.Sprintf("%s x %dp", sizeName(size), parts)
+			notes := fmt.Sprintf("%.1f rec/batch, %.1f batches/req", k.perBatch, k.perReq)
+			b.rep.add(withBaseline(result{Phase: "produce", Case: cs, Metric: "throughput", Unit: "rec/s",
+				Kgate: k.rate, KgateCPU: &k.cpu, BaselineCPU: &base.cpu, Notes: notes}, base.rate))
+			b.rep.add(withBaseline(result{Phase: "produce", Case: cs, Metric: "throughput", Unit: "MB/s",
+				Kgate: k.rate * float64(size) / 1e6}, base.rate*float64(size)/1e6))
+			b.rep.addCPUPerRecord("produce", cs, k.cpu, k.rate*k.cpu.WallSec, base.cpu, base.rate*base.cpu.WallSec)
+			b.produced = append(b.produced, producedTopic{topic: topic, size: size, parts: parts})
+			b.maxRate[rateKey(size, parts)] = k.rate
+		}
+	}
+	return nil
+}
+
+// produceKgate runs a franz-go producer flat out for warm-up + duration and measures the records
+// acknowledged during the measured window.
+func (b *bench) produceKgate(ctx context.Context, topic string, size int) (produceRun, error) {
+	h := &produceHook{}
+	cl, err := kgo.NewClient(b.producerOpts(topic, b.o.linger, h)...)
+	if err != nil {
+		return produceRun{}, err
+	}
+	defer cl.Close()
+	value, keys := randomBytes(size), recordKeys(b.o.keyBytes)
+	var (
+		acked    atomic.Int64
+		mu       sync.Mutex
+		firstErr error
+		stop     atomic.Bool
+		done     = make(chan struct{})
+	)
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+			return
+		}
+		acked.Add(1)
+	}
+	go func() {
+		defer close(done)
+		for i := 0; !stop.Load() && ctx.Err() == nil; i++ {
+			cl.Produce(ctx, &kgo.Record{Key: keys[i%len(keys)], Value: value}, promise)
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	if err := sleep(ctx, b.o.warmup); err != nil {
+		return produceRun{}, err
+	}
+	m0, a0 := b.markCPU(), acked.Load()
+	if err := sleep(ctx, b.o.duration); err != nil {
+		return produceRun{}, err
+	}
+	a1, at := acked.Load(), time.Now()
+	cpu := b.cpuSince(m0)
+	elapsed := at.Sub(m0.at)
+	stop.Store(true)
+	<-done
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cl.Flush(fctx); err != nil {
+		return produceRun{}, fmt.Errorf("flush: %w", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if firstErr != nil {
+		return produceRun{}, firstErr
+	}
+	// Batch shape over the whole run, flush included: a window of a few 1 MB requests is too coarse.
+	hs := h.snap()
+	r := produceRun{rate: float64(a1-a0) / elapsed.Seconds(), cpu: cpu}
+	if hs.batches > 0 {
+		r.perBatch = float64(hs.records) / float64(hs.batches)
+	}
+	if hs.requests > 0 {
+		r.perReq = float64(hs.batches) / float64(hs.requests)
+	}
+	return r, nil
+}
+
+// produceBaseline XADDs the same kind of records straight to Redis: each pipeline holds perReq
+// batches of perBatch records, each batch on the next partition, as one kgate Produce request does.
+// Its streams are removed afterwards (the consume baseline reads kgate's own streams).
+func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, perBatch, perReq int) (produceRun, error) {
+	rdb := b.base.Client()
+	keys := make([]string, parts)
+	for p := range keys {
+		keys[p] = b.base.StreamKey(topic, int32(p))
+	}
+	defer rdb.Unlink(context.Background(), keys...)
+	value, rkeys := randomBytes(size), recordKeys(b.o.keyBytes)
+	var (
+		total    atomic.Int64
+		stop     atomic.Bool
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	// Entry IDs are Redis's own (*): with several pipelines in flight, explicit IDs would race.
+	for w := range b.o.basePipes {
+		wg.Go(func() {
+			j, i := w, 0
+			for !stop.Load() && ctx.Err() == nil {
+				pipe := rdb.Pipeline()
+				ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
+				for range perReq {
+					k := keys[j%parts]
+					j++
+					for range perBatch {
+						pipe.Do(ctx, "XADD", k, "*", "ts", ts, "key", rkeys[i%len(rkeys)], "value", value)
+						i++
+					}
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				total.Add(int64(perReq * perBatch))
+			}
+		})
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	if err := sleep(ctx, b.o.warmup); err != nil {
+		return produceRun{}, err
+	}
+	m0, t0 := b.markCPU(), total.Load()
+	if err := sleep(ctx, b.o.duration); err != nil {
+		return produceRun{}, err
+	}
+	t1, at := total.Load(), time.Now()
+	cpu := b.cpuSince(m0)
+	elapsed := at.Sub(m0.at)
+	stop.Store(true)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if firstErr != nil {
+		return produceRun{}, firstErr
+	}
+	return produceRun{rate: float64(t1-t0) / elapsed.Seconds(), cpu: cpu, perBatch: float64(perBatch), perReq: float64(perReq)}, nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
