@@ -30,6 +30,8 @@ func errCode(err error) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, redisstore.ErrUnknownProducer):
 		return kerr.UnknownProducerID.Code
+	case errors.Is(err, redisstore.ErrStreamConflict):
+		return kerr.UnknownServerError.Code // not retriable: the stream needs an operator
 	case errors.Is(err, redisstore.ErrNotDurable):
 		return kerr.NotEnoughReplicasAfterAppend.Code
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):

@@ -28,7 +28,7 @@ var (
 // sentinels are the errors above: outcomes callers map to Kafka codes, never Redis failures.
 var sentinels = []error{ErrUnknownTopic, ErrTopicExists, ErrUnknownPartition, ErrInvalidPartitions,
 	ErrOffsetOutOfRange, ErrOutOfOrderSequence, ErrInvalidEpoch, ErrUnknownProducer, ErrNodeIDInUse,
-	ErrNotDurable}
+	ErrNotDurable, ErrStreamConflict}
 
 // IsUnavailable reports whether err is a Redis-side failure (network, timeout, cluster redirection,
 // loading, read-only replica) that a client should retry.

@@ -655,3 +655,35 @@ func TestDeleteRecordsWithoutXTRIM(t *testing.T) {
 		t.Fatalf("XLEN %d after deleting everything", n)
 	}
 }
+
+// TestAppendRefusesForeignWrites: an entry XADDed into a kgate stream behind its back (here with a
+// time-based ID) makes the next append fail with ErrStreamConflict, storing nothing and leaving the
+// high watermark where it was, instead of silently shifting offsets.
+func TestAppendRefusesForeignWrites(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "foreign", 1)
+		mustAppend(t, s, &Batch{Topic: "foreign", Partition: 0, Records: plain("a", 2), ProducerID: -1})
+		key := s.StreamKey("foreign", 0)
+		if err := s.Client().XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "*", Values: []string{"native", "1"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		res := s.Append(ctx, []*Batch{{Topic: "foreign", Partition: 0, Records: plain("b", 3), ProducerID: -1}})
+		if !errors.Is(res[0].Err, ErrStreamConflict) && s.autoSeq {
+			t.Fatalf("append after a foreign XADD: %+v, want ErrStreamConflict", res[0])
+		}
+		if res[0].Err == nil {
+			t.Fatalf("append after a foreign XADD succeeded: %+v", res[0])
+		}
+		offs, err := s.PartitionOffsets(ctx, "foreign", []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if offs[0].End != 2 {
+			t.Fatalf("high watermark %d after a refused append, want 2", offs[0].End)
+		}
+		if n := s.Client().XLen(ctx, key).Val(); n != 3 {
+			t.Fatalf("XLEN %d, want the 2 kgate records + 1 native entry", n)
+		}
+	})
+}
