@@ -21,6 +21,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,6 +37,7 @@ type fetchPart struct {
 	maxBytes  int32
 	logAppend bool
 	resp      *kmsg.FetchResponseTopicPartition
+	sizing    *partSizing
 }
 
 func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
@@ -94,9 +96,10 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 			if st.Partitions[pi].ErrorCode != 0 {
 				continue
 			}
+			key := partKey{topic.Name, rp.Partition}
 			parts = append(parts, fetchPart{
-				key: partKey{topic.Name, rp.Partition}, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
-				logAppend: logAppend, resp: &st.Partitions[pi],
+				key: key, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
+				logAppend: logAppend, resp: &st.Partitions[pi], sizing: sizingOf(key),
 			})
 		}
 	}
@@ -122,8 +125,11 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		timer = time.NewTimer(wait)
 		defer timer.Stop()
 	}
+	// The record batches are encoded into pooled buffers, handed back once the response is written
+	// (conn.write).
+	bufs := c.outBufs[:0]
 	for {
-		got, failed := g.readFetch(ctx, parts, maxBytes)
+		got, failed := g.readFetch(ctx, parts, maxBytes, &bufs)
 		if waiter == nil || failed || got >= int(req.MinBytes) {
 			break
 		}
@@ -134,9 +140,10 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.
-		g.readFetch(ctx, parts, maxBytes)
+		g.readFetch(ctx, parts, maxBytes, &bufs)
 		break
 	}
+	c.outBufs = bufs
 	for _, p := range parts {
 		if n := len(p.resp.RecordBatches); n > 0 {
 			recordsFetched(p.key.topic, p.resp)
@@ -145,24 +152,55 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	return resp, nil
 }
 
-// readFetch reads every partition once, filling the responses. It reports the record bytes found and
-// whether any partition ended with an error (which answers the fetch at once).
-func (g *Gateway) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32) (int, bool) {
+// readFetch reads every partition once, filling the responses with record batches encoded into
+// pooled buffers, listed in *bufs (those of an earlier call, which the responses no longer point into,
+// go back to the pool). It reports the record bytes found and whether any partition ended with an
+// error (which answers the fetch at once).
+func (g *Gateway) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte) (int, bool) {
 	if len(parts) == 0 {
 		return 0, false
 	}
 	reqs := make([]redisstore.ReadRequest, len(parts))
+	// The response's max_bytes is shared by the partitions in request order, as Apache fills a response:
+	// each partition's count is also capped by what is expected to be left of it after the partitions
+	// before it, so a partition that cannot fit is not read at all (it gets no records this round; its
+	// offsets are still read). What a partition is expected to take is its count, or what its last read
+	// showed to be available when that is less (a partition caught up takes nothing), times its
+	// average encoded record size. A partition whose records were never seen is read as before and
+	// expected to take nothing (its size would be a guess). The first partition is always read (KIP-74).
+	left := int64(maxBytes)
 	for i, p := range parts {
-		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: p.offset,
-			Count: g.estimateCount(p.key, p.maxBytes)}
+		count := p.sizing.count(int64(p.maxBytes))
+		if size := p.sizing.encoded.Load(); size > 0 {
+			if left <= 0 {
+				count = 0
+			} else {
+				count = min(count, left/size+1)
+			}
+			expect := count
+			if end := p.sizing.end.Load(); end >= 0 {
+				expect = min(expect, max(end-p.offset, 0))
+			}
+			if expect > 0 {
+				left -= expect*size + batchOverhead
+			}
+		}
+		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: p.offset, Count: count}
 	}
+	for _, p := range parts {
+		p.resp.RecordBatches = []byte{}
+	}
+	for _, bp := range *bufs {
+		putBuf(bp, *bp)
+	}
+	*bufs = (*bufs)[:0]
 	results := g.store.Read(ctx, reqs)
 	total, failed := 0, false
 	budget := int(maxBytes)
-	for i, r := range results {
+	for i := range results {
+		r := &results[i]
 		p := &parts[i]
 		sp := p.resp
-		sp.RecordBatches = sp.RecordBatches[:0]
 		if r.Err != nil {
 			sp.ErrorCode = errCode(r.Err)
 			failed = true
@@ -176,14 +214,28 @@ func (g *Gateway) readFetch(ctx context.Context, parts []fetchPart, maxBytes int
 			continue
 		}
 		limit := min(int(p.maxBytes), budget)
-		buf, n, size := encodeRecords(sp.RecordBatches, r.Records, p.offset, limit, total == 0, p.logAppend)
-		sp.RecordBatches = buf
-		g.observeRecordSize(p.key, n, size)
-		total += len(buf)
-		budget -= len(buf)
+		var n, size int
+		if len(r.Records) > 0 {
+			bp := getBuf(min(len(r.Records)*int(p.sizing.encodedSize())+batchOverhead, max(limit, 0)+batchOverhead))
+			var buf []byte
+			buf, n, size = encodeRecords((*bp)[:0], r.Records, p.offset, limit, total == 0, p.logAppend)
+			*bp = buf // grown, perhaps: the larger buffer is the one to hand back
+			if len(buf) > 0 {
+				sp.RecordBatches = buf
+				*bufs = append(*bufs, bp)
+			} else {
+				putBuf(bp, buf)
+			}
+		}
+		p.sizing.observe(n, size, len(sp.RecordBatches), r.End)
+		total += len(sp.RecordBatches)
+		budget -= len(sp.RecordBatches)
 	}
 	return total, failed
 }
+
+// batchOverhead is the size of a record batch's header.
+const batchOverhead = 61
 
 var recordPool = sync.Pool{New: func() any { s := make([]protocol.Record, 0, 256); return &s }}
 
@@ -215,7 +267,7 @@ func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int
 		for _, h := range r.Headers {
 			est += len(h.Key) + len(h.Value) + 4
 		}
-		if size+est+61 > limit && !(first && taken == 0) {
+		if size+est+batchOverhead > limit && !(first && taken == 0) {
 			break
 		}
 		// A gap (entries deleted natively) or, with LogAppendTime, a new append time starts a batch.
@@ -225,17 +277,18 @@ func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int
 		if len(run) == 0 {
 			base = r.Offset
 		}
-		pr := protocol.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
-		if len(r.Headers) > 0 {
-			pr.Headers = make([]protocol.Header, len(r.Headers))
-			for j, h := range r.Headers {
-				pr.Headers[j] = protocol.Header{Key: h.Key, Value: h.Value}
-			}
-		}
-		run = append(run, pr)
+		run = append(run, protocol.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: protocolHeaders(r.Headers)})
 		size += est
 		taken++
 	}
 	flush()
 	return dst, taken, size
+}
+
+// The store's headers are passed on as they are: redisstore.Header and protocol.Header are the same
+// struct (this conversion stops compiling if they ever differ).
+var _ = protocol.Header(redisstore.Header{})
+
+func protocolHeaders(h []redisstore.Header) []protocol.Header {
+	return unsafe.Slice((*protocol.Header)(unsafe.Pointer(unsafe.SliceData(h))), len(h))
 }

@@ -5,11 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"math/bits"
 	"net"
-	"sync"
 	"time"
 
+	pool "github.com/libp2p/go-buffer-pool"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,52 +23,32 @@ type conn struct {
 	remote   string
 	clientID string
 	log      zerolog.Logger
+	// outBufs are pooled buffers the response being answered points into (a fetch's record
+	// batches), handed back once the response is written.
+	outBufs []*[]byte
 }
 
-// Request and response buffers are recycled between requests of all connections, in power-of-two size
-// classes from 16 KiB to 64 MiB: a buffer of class i has a capacity of at least 16 KiB << i, so a
-// multi-megabyte fetch response reuses a buffer instead of allocating (and zeroing) a new one each
-// time. Buffers larger than the largest class are left to the GC.
+// Request and response buffers are recycled between requests of all connections through a
+// power-of-two buffer pool, so a multi-megabyte fetch response reuses a buffer instead of allocating
+// (and zeroing) a new one each time, and an idle connection holds none.
 const (
-	minBufShift = 14 // 16 KiB
-	bufClasses  = 13 // up to 64 MiB
+	minPooledBuf = 16 << 10
+	maxPooledBuf = 64 << 20 // larger buffers are left to the GC
 )
 
-var bufPools [bufClasses]sync.Pool
+var buffers pool.BufferPool
 
 // getBuf returns an empty buffer with a capacity of at least n.
 func getBuf(n int) *[]byte {
-	i := bufClass(n)
-	if i < bufClasses {
-		if bp, ok := bufPools[i].Get().(*[]byte); ok {
-			return bp
-		}
-	}
-	size := max(n, 1<<minBufShift)
-	if i < bufClasses {
-		size = 1 << (minBufShift + i) // a full class size, so the buffer goes back to the class it came from
-	}
-	b := make([]byte, 0, size)
+	b := buffers.Get(max(n, minPooledBuf))[:0]
 	return &b
 }
 
-// putBuf recycles buf (bufp's buffer, possibly grown) into the largest class its capacity covers.
-func putBuf(bufp *[]byte, buf []byte) {
-	c := cap(buf)
-	if c < 1<<minBufShift || c >= 1<<(minBufShift+bufClasses) {
-		return
+// putBuf recycles buf (bufp's buffer, possibly grown).
+func putBuf(_ *[]byte, buf []byte) {
+	if c := cap(buf); c >= minPooledBuf && c <= maxPooledBuf {
+		buffers.Put(buf[:0])
 	}
-	i := bits.Len(uint(c)) - 1 - minBufShift // floor(log2(c)) - minBufShift
-	*bufp = buf[:0]
-	bufPools[i].Put(bufp)
-}
-
-// bufClass is the smallest class whose buffers hold n bytes (bufClasses when none does).
-func bufClass(n int) int {
-	if n <= 1<<minBufShift {
-		return 0
-	}
-	return min(bits.Len(uint(n-1))-minBufShift, bufClasses)
 }
 
 func (g *Gateway) serveConn(nc net.Conn) {
@@ -174,6 +153,7 @@ func (c *conn) write(hdr protocol.RequestHeader, resp kmsg.Response) error {
 	bytesOut(len(out))
 	_, err := c.nc.Write(out)
 	putBuf(bufp, out)
+	c.releaseOutBufs()
 	return err
 }
 
@@ -193,4 +173,12 @@ func responseSizeHint(resp kmsg.Response) int {
 		}
 	}
 	return n
+}
+
+func (c *conn) releaseOutBufs() {
+	for i, bp := range c.outBufs {
+		putBuf(bp, *bp)
+		c.outBufs[i] = nil
+	}
+	c.outBufs = c.outBufs[:0]
 }

@@ -3,31 +3,80 @@ package gateway
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 var errUnknownTopicID = errors.New("gateway: unknown topic id")
 
-// recordSizes remembers the average stored record size per partition so a fetch asks Redis for about
-// as many entries as fit its byte limit, instead of reading far more and discarding them.
-var recordSizes sync.Map // partKey -> int
+// recordSizes remembers per partition the average size of its records and the high watermark its last
+// read saw, so a fetch asks Redis for about as many entries as fit its byte limits instead of reading
+// far more and discarding them. An entry is created once and then updated in place (no allocation
+// per fetch).
+var recordSizes = struct {
+	sync.RWMutex
+	m map[partKey]*partSizing
+}{m: map[partKey]*partSizing{}}
+
+type partSizing struct {
+	stored  atomic.Int64 // average stored size of a record (as encodeRecords estimates it); 0: none seen
+	encoded atomic.Int64 // average bytes a record takes in a fetch response; 0: none seen
+	end     atomic.Int64 // high watermark at the partition's last read; -1: not read yet
+}
 
 const (
 	defaultRecordSize = 1024
 	maxReadCount      = 10000
 )
 
-func (g *Gateway) estimateCount(k partKey, maxBytes int32) int64 {
-	avg := defaultRecordSize
-	if v, ok := recordSizes.Load(k); ok {
-		avg = v.(int)
+func sizingOf(k partKey) *partSizing {
+	recordSizes.RLock()
+	ps := recordSizes.m[k]
+	recordSizes.RUnlock()
+	if ps != nil {
+		return ps
 	}
-	n := int64(maxBytes)/int64(max(avg, 1)) + 1
-	return min(max(n, 1), maxReadCount)
+	recordSizes.Lock()
+	defer recordSizes.Unlock()
+	if ps = recordSizes.m[k]; ps == nil {
+		ps = &partSizing{}
+		ps.end.Store(-1)
+		recordSizes.m[k] = ps
+	}
+	return ps
 }
 
-func (g *Gateway) observeRecordSize(k partKey, records, bytes int) {
-	if records == 0 {
-		return
+// count is how many entries to read for maxBytes of records.
+func (ps *partSizing) count(maxBytes int64) int64 {
+	avg := ps.stored.Load()
+	if avg <= 0 {
+		avg = defaultRecordSize
 	}
-	recordSizes.Store(k, max(bytes/records, 1))
+	return min(max(maxBytes/avg+1, 1), maxReadCount)
+}
+
+// encodedSize is the expected response bytes per record.
+func (ps *partSizing) encodedSize() int64 {
+	if n := ps.encoded.Load(); n > 0 {
+		return n
+	}
+	if n := ps.stored.Load(); n > 0 {
+		return n
+	}
+	return defaultRecordSize
+}
+
+// observe records what a read found: records encoded in encoded bytes (their stored size estimated at
+// stored bytes), and the partition's high watermark.
+func (ps *partSizing) observe(records, stored, encoded int, end int64) {
+	if records > 0 {
+		if v := int64(max(stored/records, 1)); ps.stored.Load() != v {
+			ps.stored.Store(v)
+		}
+		if v := int64(max(encoded/records, 1)); ps.encoded.Load() != v {
+			ps.encoded.Store(v)
+		}
+	}
+	if ps.end.Load() != end {
+		ps.end.Store(end)
+	}
 }

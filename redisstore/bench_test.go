@@ -114,3 +114,4 @@ func BenchmarkParseEntries(b *testing.B) {
 		}
 	}
 }
+

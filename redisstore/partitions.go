@@ -3,10 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -359,19 +357,6 @@ type ReadResult struct {
 	Offsets
 	Records []Record
 	Err     error
-
-	reply *replyBuffer // what Records point into, until Release
-}
-
-// Release lets later reads reuse the memory the records point into (their keys, values and headers),
-// so neither they nor anything taken from them may be used afterwards. Calling it is optional: an
-// unreleased result is simply left to the garbage collector.
-func (r *ReadResult) Release() {
-	if r.reply != nil {
-		r.reply.release()
-		r.reply = nil
-	}
-	r.Records = nil
 }
 
 // Read runs every request in one pipeline. A request outside [Start, End] gets no records (the caller
@@ -381,66 +366,12 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	defer cancel()
 	out := make([]ReadResult, len(reqs))
 	metas := make([]*redis.SliceCmd, len(reqs))
-	// The entries are streamed as raw RESP into pooled buffers and parsed in place (replyBuffer.parse):
-	// go-redis's generic reply would allocate a string and an interface per field and a slice per entry.
-	ranges := make([]*redis.RawWriteToCmd, len(reqs))
+	ranges := make([]*redis.Cmd, len(reqs))
 	pipe := s.rdb.Pipeline()
 	for i, r := range reqs {
 		metas[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start")
 		// A negative offset has no entry ID ("0--4" is a Redis syntax error that would fail the whole
 		// read); it is below Start, so the caller answers it from the offsets alone.
-		if r.Count > 0 && r.Offset >= 0 {
-			out[i].reply = getReplyBuffer()
-			ranges[i] = redis.NewRawWriteToCmd(ctx, out[i].reply, "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(r.Offset), "+", "COUNT", r.Count)
-			_ = pipe.Process(ctx, ranges[i])
-		}
-	}
-	_, _ = pipe.Exec(ctx)
-	for i := range reqs {
-		if ranges[i] != nil && ranges[i].Err() != nil && ranges[i].Err() != redis.Nil {
-			// go-redis does not retry a pipeline holding a raw command (a retry would append to a
-			// partly written buffer): the read is made again the ordinary way, retries included.
-			for j := range out {
-				out[j].Release()
-			}
-			return s.readParsed(ctx, reqs)
-		}
-	}
-	for i := range reqs {
-		if err := metas[i].Err(); err != nil && err != redis.Nil {
-			out[i].Release()
-			out[i].Err = err
-			continue
-		}
-		out[i].Offsets = parseOffsets(metas[i].Val())
-		if ranges[i] == nil {
-			continue
-		}
-		recs, err := out[i].reply.parse()
-		if _, ok := err.(errorReply); ok {
-			// A raw command does not turn an error reply into an error, nor does a cluster client follow
-			// a MOVED or ASK redirect for it: the ordinary command does both.
-			out[i].Release()
-			v, derr := s.rdb.Do(ctx, ranges[i].Args()...).Result()
-			if derr != nil && derr != redis.Nil {
-				out[i].Err = derr
-				continue
-			}
-			recs, err = parseEntries(v)
-		}
-		out[i].Records, out[i].Err = clip(recs, reqs[i].Offset, out[i].Offsets), err
-	}
-	return out
-}
-
-// readParsed is Read with go-redis parsing the replies (and retrying the pipeline as it does).
-func (s *Store) readParsed(ctx context.Context, reqs []ReadRequest) []ReadResult {
-	out := make([]ReadResult, len(reqs))
-	metas := make([]*redis.SliceCmd, len(reqs))
-	ranges := make([]*redis.Cmd, len(reqs))
-	pipe := s.rdb.Pipeline()
-	for i, r := range reqs {
-		metas[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start")
 		if r.Count > 0 && r.Offset >= 0 {
 			ranges[i] = pipe.Do(ctx, "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(r.Offset), "+", "COUNT", r.Count)
 		}
@@ -518,230 +449,6 @@ func parseEntries(raw any) ([]Record, error) {
 		recs = append(recs, rec)
 	}
 	return recs, nil
-}
-
-// errorReply is an error reply found where parseRawEntries expected entries.
-type errorReply string
-
-func (e errorReply) Error() string { return "redisstore: " + string(e) }
-
-// parseRawEntries decodes an XRANGE reply in RESP (2 or 3, as go-redis's RawCmd returns it) into the
-// records parseEntries would make of the parsed reply. Keys, values and header names point into raw,
-// which is never mutated; the headers of all records share one backing array.
-func parseRawEntries(raw []byte) ([]Record, error) {
-	recs, _, err := parseRawInto(raw, nil, nil)
-	return recs, err
-}
-
-// parseRawInto is parseRawEntries reusing recs and hdrs (from their start) when large enough.
-func parseRawInto(raw []byte, recs []Record, hdrs []Header) ([]Record, []Header, error) {
-	if len(raw) > 0 && (raw[0] == '-' || raw[0] == '!') {
-		return nil, hdrs, errorReply(strings.TrimRight(string(raw[1:]), "\r\n"))
-	}
-	r := respReader{b: raw}
-	n, ok := r.aggregate()
-	if !ok {
-		return nil, hdrs, fmt.Errorf("redisstore: malformed XRANGE reply %.100q", raw)
-	}
-	if cap(recs) < n {
-		recs = make([]Record, 0, n)
-	}
-	recs, hdrs = recs[:0], hdrs[:0]
-	for range n {
-		if m, ok := r.aggregate(); !ok || m != 2 {
-			return recs, hdrs, fmt.Errorf("redisstore: malformed stream entry at byte %d of the reply", r.pos)
-		}
-		id, ok := r.bulk()
-		if !ok {
-			return recs, hdrs, fmt.Errorf("redisstore: malformed stream entry at byte %d of the reply", r.pos)
-		}
-		off, kgate := OffsetOfID(unsafe.String(unsafe.SliceData(id), len(id)))
-		nf, ok := r.aggregate()
-		if !ok {
-			return recs, hdrs, fmt.Errorf("redisstore: malformed stream entry at byte %d of the reply", r.pos)
-		}
-		rec := Record{Offset: off}
-		h0 := len(hdrs)
-		for j := 0; j < nf; j += 2 {
-			name, ok := r.bulk()
-			if !ok {
-				return recs, hdrs, fmt.Errorf("redisstore: malformed stream entry at byte %d of the reply", r.pos)
-			}
-			if j+1 == nf {
-				break // an odd field list: the last name has no value
-			}
-			val, ok := r.bulk()
-			if !ok {
-				return recs, hdrs, fmt.Errorf("redisstore: malformed stream entry at byte %d of the reply", r.pos)
-			}
-			switch {
-			case len(name) == 0:
-			case string(name) == "ts":
-				rec.Timestamp, _ = strconv.ParseInt(unsafe.String(unsafe.SliceData(val), len(val)), 10, 64)
-			case string(name) == "key":
-				rec.Key = val
-			case string(name) == "value":
-				rec.Value = val
-			case name[0] != 'h':
-			case len(name) >= 2 && name[1] == ':':
-				if cap(hdrs) == 0 {
-					hdrs = make([]Header, 0, n)
-				}
-				hdrs = append(hdrs, Header{Key: unsafe.String(unsafe.SliceData(name[2:]), len(name)-2), Value: val})
-			case len(name) >= 3 && name[1] == 'n' && name[2] == ':':
-				if cap(hdrs) == 0 {
-					hdrs = make([]Header, 0, n)
-				}
-				hdrs = append(hdrs, Header{Key: unsafe.String(unsafe.SliceData(name[3:]), len(name)-3)})
-			}
-		}
-		if !kgate {
-			hdrs = hdrs[:h0]
-			continue // not written by kgate
-		}
-		if len(hdrs) > h0 {
-			rec.Headers = hdrs[h0:len(hdrs):len(hdrs)]
-		}
-		recs = append(recs, rec)
-	}
-	return recs, hdrs, nil
-}
-
-// replyBuffer collects a raw reply that go-redis streams into it (growing by doubling), and the
-// records parsed from it. Buffers are pooled: a ReadResult's Release hands its buffer back.
-type replyBuffer struct {
-	b    []byte
-	recs []Record
-	hdrs []Header
-}
-
-var replyPool = sync.Pool{New: func() any { return new(replyBuffer) }}
-
-func getReplyBuffer() *replyBuffer { return replyPool.Get().(*replyBuffer) }
-
-func (w *replyBuffer) release() {
-	if cap(w.b) > 64<<20 {
-		return // let an unusually large reply go rather than pin it in the pool
-	}
-	w.b = w.b[:0]
-	replyPool.Put(w)
-}
-
-// parse decodes the reply (parseRawEntries); the records point into the buffer.
-func (w *replyBuffer) parse() ([]Record, error) {
-	var err error
-	w.recs, w.hdrs, err = parseRawInto(w.b, w.recs, w.hdrs)
-	return w.recs, err
-}
-
-func (w *replyBuffer) grow(n int) {
-	if cap(w.b)-len(w.b) < n {
-		nb := make([]byte, len(w.b), max(2*cap(w.b), len(w.b)+n, 4<<10))
-		copy(nb, w.b)
-		w.b = nb
-	}
-}
-
-func (w *replyBuffer) Write(p []byte) (int, error) {
-	w.grow(len(p))
-	w.b = append(w.b, p...)
-	return len(p), nil
-}
-
-// ReadFrom reads bulk string payloads (go-redis copies them with io.CopyN, so r is an io.LimitedReader
-// of the exact length) straight into the buffer.
-func (w *replyBuffer) ReadFrom(r io.Reader) (int64, error) {
-	var total int64
-	for {
-		want := 512
-		if lr, ok := r.(*io.LimitedReader); ok {
-			if lr.N <= 0 {
-				return total, nil
-			}
-			want = int(min(lr.N, 1<<30))
-		}
-		w.grow(want)
-		n, err := r.Read(w.b[len(w.b):cap(w.b)])
-		w.b = w.b[:len(w.b)+n]
-		total += int64(n)
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
-}
-
-// respReader walks a raw RESP reply.
-type respReader struct {
-	b   []byte
-	pos int
-}
-
-// header reads a type byte and the integer after it up to CRLF.
-func (r *respReader) header() (kind byte, n int, ok bool) {
-	b, i := r.b, r.pos
-	if i >= len(b) {
-		return 0, 0, false
-	}
-	kind = b[i]
-	i++
-	neg := i < len(b) && b[i] == '-'
-	if neg {
-		i++
-	}
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		n = n*10 + int(b[i]-'0')
-		if n > len(b) {
-			return 0, 0, false // longer than the reply itself
-		}
-	}
-	if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
-		return 0, 0, false
-	}
-	r.pos = i + 2
-	if neg {
-		n = -n
-	}
-	return kind, n, true
-}
-
-// aggregate reads the header of an array, set or map and returns its element count (a map's keys and
-// values both counted); a null counts as empty.
-func (r *respReader) aggregate() (int, bool) {
-	kind, n, ok := r.header()
-	switch {
-	case !ok:
-		return 0, false
-	case kind == '_' || n < 0 && (kind == '*' || kind == '$'):
-		return 0, true
-	case kind == '*' || kind == '~':
-		return n, true
-	case kind == '%':
-		return 2 * n, true
-	}
-	return 0, false
-}
-
-// bulk reads a bulk string; a null one reads as empty, as go-redis's reply turns into "".
-func (r *respReader) bulk() ([]byte, bool) {
-	kind, n, ok := r.header()
-	switch {
-	case !ok:
-		return nil, false
-	case kind == '_' || kind == '$' && n < 0:
-		return r.b[r.pos:r.pos:r.pos], true
-	case kind != '$':
-		return nil, false
-	}
-	end := r.pos + n
-	if end+2 > len(r.b) || r.b[end] != '\r' || r.b[end+1] != '\n' {
-		return nil, false
-	}
-	v := r.b[r.pos:end:end]
-	r.pos = end + 2
-	return v, true
 }
 
 // bytesOf views a reply string as bytes without copying; replies are never mutated.

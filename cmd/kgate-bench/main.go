@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -120,6 +121,9 @@ func parseFlags(args []string) (options, error) {
 			return o, fmt.Errorf("--phases: unknown phase %q (have %s)", p, strings.Join(allPhases, ","))
 		}
 		o.phases[p] = true
+	}
+	if !slices.Contains(allPhases, o.profPhase) {
+		return o, fmt.Errorf("--cpuprofile-phase: unknown phase %q (have %s)", o.profPhase, strings.Join(allPhases, ","))
 	}
 	var err error
 	if o.sizes, err = intList("sizes", *sizes); err != nil {
