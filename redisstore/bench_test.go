@@ -114,4 +114,3 @@ func BenchmarkParseEntries(b *testing.B) {
 		}
 	}
 }
-
