@@ -142,23 +142,7 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		a.addConst(&autoID)
 		a.addConst(&fieldTS)
 		a.addInt(b.recordTS(r))
-		if r.Key != nil {
-			a.addConst(&fieldKey)
-			a.addBytes(r.Key)
-		}
-		if r.Value != nil {
-			a.addConst(&fieldValue)
-			a.addBytes(r.Value)
-		}
-		for _, h := range r.Headers {
-			if h.Value == nil {
-				a.addString(names.field("hn:", h.Key))
-				a.addConst(&emptyValue)
-			} else {
-				a.addString(names.field("h:", h.Key))
-				a.addBytes(h.Value)
-			}
-		}
+		a.addFields(r, &names)
 		xadds[i] = a.args[from:len(a.args):len(a.args)]
 	}
 	from := len(a.args)

@@ -92,6 +92,28 @@ func (h *headerNames) field(prefix, name string) string {
 	return f
 }
 
+// addFields appends a record's stream fields after "ts": key, value, then its headers, as documented
+// in doc.go.
+func (a *argBuilder) addFields(r *Record, names *headerNames) {
+	if r.Key != nil {
+		a.addConst(&fieldKey)
+		a.addBytes(r.Key)
+	}
+	if r.Value != nil {
+		a.addConst(&fieldValue)
+		a.addBytes(r.Value)
+	}
+	for _, h := range r.Headers {
+		if h.Value == nil {
+			a.addString(names.field("hn:", h.Key))
+			a.addConst(&emptyValue)
+		} else {
+			a.addString(names.field("h:", h.Key))
+			a.addBytes(h.Value)
+		}
+	}
+}
+
 func fieldCount(r *Record) int {
 	n := len(r.Headers)
 	if r.Key != nil {
@@ -151,23 +173,7 @@ func (s *Store) appendArgs(b *Batch) []any {
 	for i := range b.Records {
 		r := &b.Records[i]
 		a.addInt(b.recordTS(r))
-		if r.Key != nil {
-			a.addConst(&fieldKey)
-			a.addBytes(r.Key)
-		}
-		if r.Value != nil {
-			a.addConst(&fieldValue)
-			a.addBytes(r.Value)
-		}
-		for _, h := range r.Headers {
-			if h.Value == nil {
-				a.addString(names.field("hn:", h.Key))
-				a.addConst(&emptyValue)
-			} else {
-				a.addString(names.field("h:", h.Key))
-				a.addBytes(h.Value)
-			}
-		}
+		a.addFields(r, &names)
 	}
 	return a.args
 }
