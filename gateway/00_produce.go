@@ -80,7 +80,6 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 				batches = append(batches, b)
 				slots = append(slots, slot{ti, pi})
 			}
-			producePartitionOutcome(rt.Topic, sp.ErrorCode, 0)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -82,10 +82,6 @@ func batchRecords(b []byte) int {
 	return n
 }
 
-// producePartitionOutcome is kept for the produce path's call; produce error codes are counted with
-// every other API's in observeRequest, from the final response (after the append to Redis).
-func producePartitionOutcome(string, int16, int) {}
-
 var versionLabels = func() [64]string {
 	var v [64]string
 	for i := range v {

@@ -61,10 +61,3 @@ func (n *appendNotifier) notify(p partKey) {
 	}
 	n.mu.Unlock()
 }
-
-// hasWaiters reports whether anyone waits on p (so remote notifications can be skipped cheaply).
-func (n *appendNotifier) hasWaiters(p partKey) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.waiters[p]) > 0
-}

@@ -48,29 +48,25 @@ func (c *topicCache) refresh(ctx context.Context) error {
 
 // get returns a topic, reloading on a miss or when stale.
 func (c *topicCache) get(ctx context.Context, name string) (redisstore.Topic, error) {
-	c.mu.Lock()
-	t, ok := c.byName[name]
-	fresh := c.fresh()
-	c.mu.Unlock()
-	if ok && fresh {
-		return t, nil
-	}
-	if err := c.refresh(ctx); err != nil {
-		return redisstore.Topic{}, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.byName[name]; ok {
-		return t, nil
-	}
-	return redisstore.Topic{}, redisstore.ErrUnknownTopic
+	return c.lookup(ctx, func() (redisstore.Topic, bool) {
+		t, ok := c.byName[name]
+		return t, ok
+	})
 }
 
 // byTopicID resolves a topic ID (Fetch v13, DeleteTopics v6).
 func (c *topicCache) byTopicID(ctx context.Context, id [16]byte) (redisstore.Topic, error) {
+	return c.lookup(ctx, func() (redisstore.Topic, bool) {
+		name, ok := c.byID[id]
+		return c.byName[name], ok
+	})
+}
+
+// lookup runs find (under the lock) on the cached registry, and again after a reload when the cache
+// missed or is stale.
+func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, bool)) (redisstore.Topic, error) {
 	c.mu.Lock()
-	name, ok := c.byID[id]
-	t := c.byName[name]
+	t, ok := find()
 	fresh := c.fresh()
 	c.mu.Unlock()
 	if ok && fresh {
@@ -81,8 +77,8 @@ func (c *topicCache) byTopicID(ctx context.Context, id [16]byte) (redisstore.Top
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if name, ok := c.byID[id]; ok {
-		return c.byName[name], nil
+	if t, ok := find(); ok {
+		return t, nil
 	}
 	return redisstore.Topic{}, redisstore.ErrUnknownTopic
 }

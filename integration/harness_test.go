@@ -132,6 +132,12 @@ func startGateway(t *testing.T, b backend, opts ...gatewayOpts) *testGateway {
 	if o.mutate != nil {
 		o.mutate(&cfg)
 	}
+	return serveGateway(t, store, cfg)
+}
+
+// serveGateway runs a gateway on store until test cleanup (the store is closed with it).
+func serveGateway(t *testing.T, store *redisstore.Store, cfg gateway.Config) *testGateway {
+	t.Helper()
 	log := zerolog.New(io.Discard)
 	if os.Getenv("KGATE_TEST_LOG") != "" {
 		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.DebugLevel).With().Str("test", t.Name()).Logger()
@@ -145,7 +151,7 @@ func startGateway(t *testing.T, b backend, opts ...gatewayOpts) *testGateway {
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(sctx) }()
 	<-g.Ready()
-	tg := &testGateway{Gateway: g, Addr: g.Addr().String(), Store: store, Namespace: ns}
+	tg := &testGateway{Gateway: g, Addr: g.Addr().String(), Store: store, Namespace: store.Namespace()}
 	if a := g.AdminAddr(); a != nil {
 		tg.AdminURL = "http://" + a.String()
 	}

@@ -2,13 +2,10 @@ package integration
 
 import (
 	"context"
-	"io"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -37,31 +34,7 @@ func startGatewayWithStoreCfg(t *testing.T, opts redisstore.Options, mutate func
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	g := gateway.New(cfg, store, zerolog.New(io.Discard))
-	if err := g.Listen(); err != nil {
-		store.Close()
-		t.Fatalf("listen: %v", err)
-	}
-	sctx, scancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(sctx) }()
-	<-g.Ready()
-	tg := &testGateway{Gateway: g, Addr: g.Addr().String(), Store: store, Namespace: store.Namespace()}
-	var stopped atomic.Bool
-	tg.stop = func() {
-		if stopped.Swap(true) {
-			return
-		}
-		scancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Errorf("gateway did not stop within 15s")
-		}
-		store.Close()
-	}
-	t.Cleanup(tg.stop)
-	return tg
+	return serveGateway(t, store, cfg)
 }
 
 // TestRedisUnavailable: when Redis is slow (DEBUG SLEEP) or gone, Produce and Fetch (and, with Redis

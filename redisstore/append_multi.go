@@ -35,16 +35,15 @@ var ErrStreamConflict = errors.New("redisstore: partition stream was written out
 // KEYS: stream, meta, tindex, producers. ARGV: producer id (-1: none), epoch, base sequence, n, k, then
 // k pairs (record index, timestamp) where the batch's running maximum timestamp grows.
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict}.
-var finishScript = `
+var finishScript = batchLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local m = redis.call('HMGET', meta, 'next', 'start', 'maxts')
-local nxt = tonumber(m[1]) or 0
-local start = tonumber(m[2]) or 0
-local maxts = tonumber(m[3]) or -1
+local nxt, start, maxts = readMeta(meta)
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then return {-1, -2} end
-local function rollback()
+local refused, kept, last = checkProducer(prods, pid, epoch, seq, n, start)
+if refused then
+  -- Undo the XADDs that ran before this script in the same MULTI.
   local info = redis.call('XINFO', 'STREAM', stream)
   local added = n
   for i = 1, #info, 2 do
@@ -59,46 +58,9 @@ local function rollback()
   -- XSETID cannot lower the stream's max-deleted-entry-id (0-0 means "unchanged"), so XINFO GROUPS may
   -- report a null lag until appends pass the deleted IDs again.
   redis.call('XSETID', stream, string.format('0-%d', nxt), 'ENTRIESADDED', added - n)
+  return refused
 end
-local kept = {}
-local last = 0
-if pid ~= '-1' then
-  last = (seq + n - 1) % 2147483648
-  local st = redis.call('HGET', prods, pid)
-  local sepoch, slast = -1, -1
-  if st then
-    local parts = {}
-    for p in string.gmatch(st, '[^,]+') do parts[#parts + 1] = p end
-    sepoch, slast = tonumber(parts[1]), tonumber(parts[2])
-    if epoch < sepoch then rollback(); return {-1, 47} end
-    if epoch == sepoch then
-      for i = 3, #parts do
-        local f, l, o = string.match(parts[i], '(%d+):(%d+):(%d+)')
-        if tonumber(f) == seq and tonumber(l) == last then rollback(); return {tonumber(o), start, 1} end
-        if #kept < 4 then kept[#kept + 1] = parts[i] end
-      end
-    end
-  end
-  if epoch == sepoch then
-    if seq ~= (slast + 1) % 2147483648 then rollback(); return {-1, 45} end
-  elseif seq ~= 0 then
-    rollback(); return {-1, 45}
-  end
-end
-local k = tonumber(ARGV[5])
-for c = 0, k - 1 do
-  local ts = tonumber(ARGV[7 + 2 * c])
-  if ts > maxts then
-    maxts = ts
-    redis.call('ZADD', tindex, ARGV[7 + 2 * c], string.format('%d', nxt + tonumber(ARGV[6 + 2 * c])))
-  end
-end
-redis.call('HSET', meta, 'next', string.format('%d', nxt + n), 'maxts', string.format('%d', maxts))
-if pid ~= '-1' then
-  local st = string.format('%d,%d,%d:%d:%d', epoch, last, seq, last, nxt)
-  for _, b in ipairs(kept) do st = st .. ',' .. b end
-  redis.call('HSET', prods, pid, st)
-end
+finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, nxt, maxts, tonumber(ARGV[5]), 6)
 return {nxt, start, 0}
 `
 

@@ -2,32 +2,26 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
-// appendScript appends one producer batch to a partition: the idempotence check, the XADDs, the time
-// index and the high watermark move in one atomic step on the partition's slot. The per-record work is
-// kept to one XADD: everything that can be computed outside Redis is (record layout, time-index
-// candidates, log-append timestamps), because Redis's single thread is the limit of the whole system.
+// batchLua holds what both append paths (appendScript, and finishScript of the transactional append)
+// do around the records themselves: reading the partition's meta, the idempotent-producer check and
+// the bookkeeping after an accepted batch.
 //
-// KEYS: stream, meta, tindex, producers.
-// ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 "1" to let Redis 7
-// assign sequence numbers (XADD 0-*) after the first record, 6 layout: two bytes (big endian) per
-// record = its number of field pairs after "ts", 7 k = number of time-index candidates, then k pairs
-// (record index from 0, timestamp): the records where the batch's running maximum timestamp grows,
-// then per record: timestamp, field, value, ...
-// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code}.
-var appendScript = redis.NewScript(`
-local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local m = redis.call('HMGET', meta, 'next', 'start', 'maxts')
-local nxt = tonumber(m[1]) or 0
-local start = tonumber(m[2]) or 0
-local maxts = tonumber(m[3]) or -1
-local kept = {}
-local last = 0
-if pid ~= '-1' then
-  last = (seq + n - 1) % 2147483648
+// checkProducer returns, for a batch that must not be stored, the script's answer ({original base
+// offset, log start, 1} for a duplicate of one of the producer's last five batches; {-1, 47} for a
+// fenced epoch; {-1, 45} for a sequence gap), else nil with the producer-state entries to keep and the
+// batch's last sequence. finishBatch moves the high watermark, grows the time index from the k
+// candidate pairs (record index, timestamp) starting at ARGV[first], and saves the producer state.
+const batchLua = `
+local function readMeta(meta)
+  local m = redis.call('HMGET', meta, 'next', 'start', 'maxts')
+  return tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3]) or -1
+end
+local function checkProducer(prods, pid, epoch, seq, n, start)
+  local kept = {}
+  if pid == '-1' then return nil, kept, 0 end
+  local last = (seq + n - 1) % 2147483648
   local st = redis.call('HGET', prods, pid)
-  local sepoch = -1
-  local slast = -1
+  local sepoch, slast = -1, -1
   if st then
     local parts = {}
     for p in string.gmatch(st, '[^,]+') do parts[#parts + 1] = p end
@@ -46,8 +40,43 @@ if pid ~= '-1' then
   elseif seq ~= 0 then
     return {-1, 45}
   end
+  return nil, kept, last
 end
-local base = nxt
+local function finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, base, maxts, k, first)
+  for c = 0, k - 1 do
+    local ts = tonumber(ARGV[first + 1 + 2 * c])
+    if ts > maxts then
+      maxts = ts
+      redis.call('ZADD', tindex, ARGV[first + 1 + 2 * c], string.format('%d', base + tonumber(ARGV[first + 2 * c])))
+    end
+  end
+  redis.call('HSET', meta, 'next', string.format('%d', base + n), 'maxts', string.format('%d', maxts))
+  if pid ~= '-1' then
+    local st = string.format('%d,%d,%d:%d:%d', epoch, last, seq, last, base)
+    for _, b in ipairs(kept) do st = st .. ',' .. b end
+    redis.call('HSET', prods, pid, st)
+  end
+end
+`
+
+// appendScript appends one producer batch to a partition: the idempotence check, the XADDs, the time
+// index and the high watermark move in one atomic step on the partition's slot. The per-record work is
+// kept to one XADD: everything that can be computed outside Redis is (record layout, time-index
+// candidates, log-append timestamps), because Redis's single thread is the limit of the whole system.
+//
+// KEYS: stream, meta, tindex, producers.
+// ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 "1" to let Redis 7
+// assign sequence numbers (XADD 0-*) after the first record, 6 layout: two bytes (big endian) per
+// record = its number of field pairs after "ts", 7 k = number of time-index candidates, then k pairs
+// (record index from 0, timestamp): the records where the batch's running maximum timestamp grows,
+// then per record: timestamp, field, value, ...
+// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code}.
+var appendScript = redis.NewScript(batchLua + `
+local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local nxt, start, maxts = readMeta(meta)
+local refused, kept, last = checkProducer(prods, pid, epoch, seq, n, start)
+if refused then return refused end
 local auto = ARGV[5] == '1'
 local layout = ARGV[6]
 local k = tonumber(ARGV[7])
@@ -62,21 +91,8 @@ for r = 1, n do
   redis.call('XADD', stream, id, 'ts', unpack(ARGV, i, j))
   i = j + 1
 end
-for c = 0, k - 1 do
-  local ts = tonumber(ARGV[9 + 2 * c])
-  if ts > maxts then
-    maxts = ts
-    redis.call('ZADD', tindex, ARGV[9 + 2 * c], string.format('%d', base + tonumber(ARGV[8 + 2 * c])))
-  end
-end
-nxt = nxt + n
-redis.call('HSET', meta, 'next', string.format('%d', nxt), 'maxts', string.format('%d', maxts))
-if pid ~= '-1' then
-  local st = string.format('%d,%d,%d:%d:%d', epoch, last, seq, last, base)
-  for _, b in ipairs(kept) do st = st .. ',' .. b end
-  redis.call('HSET', prods, pid, st)
-end
-return {base, start, 0}
+finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, nxt, maxts, k, 8)
+return {nxt, start, 0}
 `)
 
 // deleteRecordsScript moves a partition's log start offset forward and trims the stream below it.
