@@ -33,11 +33,16 @@ import (
 // fetchPart is one requested partition and where its answer goes.
 type fetchPart struct {
 	key       partKey
+	topicID   [16]byte
 	offset    int64
 	maxBytes  int32
 	logAppend bool
 	resp      *kmsg.FetchResponseTopicPartition
 	sizing    *partSizing
+	// next is the offset after the last record of the response (offset when it has none); more
+	// says records remain from there to the high watermark.
+	next int64
+	more bool
 }
 
 func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
@@ -98,7 +103,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 			}
 			key := partKey{topic.Name, rp.Partition}
 			parts = append(parts, fetchPart{
-				key: key, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
+				key: key, topicID: topic.ID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
 				logAppend: logAppend, resp: &st.Partitions[pi], sizing: sizingOf(key),
 			})
 		}
@@ -128,8 +133,14 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	// The record batches are encoded into pooled buffers, handed back once the response is written
 	// (conn.write).
 	bufs := c.outBufs[:0]
+	ahead := true // the first read may be answered by the read-ahead
+	var failed bool
 	for {
-		got, failed := g.readFetch(ctx, parts, maxBytes, &bufs)
+		got, fail, fromAhead := c.readFetch(ctx, parts, maxBytes, &bufs, ahead)
+		ahead, failed = false, fail
+		if fromAhead && (failed || got < int(req.MinBytes)) {
+			continue // a snapshot that cannot answer at once: read afresh before any waiting
+		}
 		if waiter == nil || failed || got >= int(req.MinBytes) {
 			break
 		}
@@ -140,10 +151,13 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.
-		g.readFetch(ctx, parts, maxBytes, &bufs)
+		_, failed, _ = c.readFetch(ctx, parts, maxBytes, &bufs, false)
 		break
 	}
 	c.outBufs = bufs
+	if !failed {
+		c.readAheadAfter(parts, maxBytes)
+	}
 	for _, p := range parts {
 		if n := len(p.resp.RecordBatches); n > 0 {
 			recordsFetched(p.key.topic, p.resp)
@@ -152,41 +166,68 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	return resp, nil
 }
 
-// readFetch reads every partition once, filling the responses with record batches encoded into
-// pooled buffers, listed in *bufs (those of an earlier call, which the responses no longer point into,
-// go back to the pool). It reports the record bytes found and whether any partition ended with an
-// error (which answers the fetch at once).
-func (g *Gateway) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte) (int, bool) {
-	if len(parts) == 0 {
-		return 0, false
-	}
+// planReads sizes each partition's read from offset (next when fromNext is set, for a read-ahead).
+// The response's max_bytes is shared by the partitions in request order, as Apache fills a response:
+// each partition's count is also capped by what is expected to be left of it after the partitions
+// before it, so a partition that cannot fit is not read at all (it gets no records this round; its
+// offsets are still read). What a partition is expected to take is its count, or what its last read
+// showed to be available when that is less (a partition caught up takes nothing), times its
+// average encoded record size. A partition whose records were never seen is read as before and
+// expected to take nothing (its size would be a guess). The first partition is always read (KIP-74).
+func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.ReadRequest {
 	reqs := make([]redisstore.ReadRequest, len(parts))
-	// The response's max_bytes is shared by the partitions in request order, as Apache fills a response:
-	// each partition's count is also capped by what is expected to be left of it after the partitions
-	// before it, so a partition that cannot fit is not read at all (it gets no records this round; its
-	// offsets are still read). What a partition is expected to take is its count, or what its last read
-	// showed to be available when that is less (a partition caught up takes nothing), times its
-	// average encoded record size. A partition whose records were never seen is read as before and
-	// expected to take nothing (its size would be a guess). The first partition is always read (KIP-74).
 	left := int64(maxBytes)
-	for i, p := range parts {
-		count := p.sizing.count(int64(p.maxBytes))
-		if size := p.sizing.encoded.Load(); size > 0 {
-			if left <= 0 {
-				count = 0
-			} else {
-				count = min(count, left/size+1)
-			}
-			expect := count
-			if end := p.sizing.end.Load(); end >= 0 {
-				expect = min(expect, max(end-p.offset, 0))
-			}
-			if expect > 0 {
-				left -= expect*size + batchOverhead
-			}
+	for i := range parts {
+		p := &parts[i]
+		offset := p.offset
+		if fromNext {
+			offset = p.next
 		}
-		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: p.offset, Count: count}
+		count := p.sizing.count(int64(p.maxBytes))
+		if size := p.sizing.encoded.Load(); size > 0 && left <= 0 {
+			count = 0
+		} else if size > 0 {
+			count = min(count, left/size+1)
+		}
+		expect := count
+		if end := p.sizing.end.Load(); end >= 0 {
+			expect = min(expect, max(end-offset, 0))
+		}
+		if size := p.sizing.encoded.Load(); size > 0 && expect > 0 {
+			left -= expect*size + batchOverhead
+		}
+		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: max(expect, 1)}
 	}
+	return reqs
+}
+
+// readAheadAfter starts reading what the connection's next fetch will ask for when the response
+// leaves records behind in some partition (read_ahead.go).
+func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
+	more := false
+	for i := range parts {
+		more = more || parts[i].more
+	}
+	if !more {
+		return
+	}
+	ids := make([][16]byte, len(parts))
+	for i := range parts {
+		ids[i] = parts[i].topicID
+	}
+	c.startReadAhead(planReads(parts, maxBytes, true), ids)
+}
+
+// readFetch reads every partition once (from the read-ahead when useAhead is set and it answers
+// these reads), filling the responses with record batches encoded into pooled buffers, listed in
+// *bufs (those of an earlier call, which the responses no longer point into, go back to the pool).
+// It reports the record bytes found, whether any partition ended with an error (which answers the
+// fetch at once) and whether the read-ahead was used.
+func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool) (int, bool, bool) {
+	if len(parts) == 0 {
+		return 0, false, false
+	}
+	reqs := planReads(parts, maxBytes, false)
 	for _, p := range parts {
 		p.resp.RecordBatches = []byte{}
 	}
@@ -194,13 +235,27 @@ func (g *Gateway) readFetch(ctx context.Context, parts []fetchPart, maxBytes int
 		putBuf(bp, *bp)
 	}
 	*bufs = (*bufs)[:0]
-	results := g.store.Read(ctx, reqs)
+	var results []redisstore.ReadResult
+	if useAhead {
+		ids := make([][16]byte, len(parts))
+		for i := range parts {
+			ids[i] = parts[i].topicID
+		}
+		if results = c.takeReadAhead(ctx, reqs, ids); results != nil {
+			c.freshOffsets(ctx, reqs, results)
+		}
+	}
+	fromAhead := results != nil
+	if !fromAhead {
+		results = c.g.store.Read(ctx, reqs)
+	}
 	total, failed := 0, false
 	budget := int(maxBytes)
 	for i := range results {
 		r := &results[i]
 		p := &parts[i]
 		sp := p.resp
+		p.next, p.more = p.offset, false
 		if r.Err != nil {
 			sp.ErrorCode = errCode(r.Err)
 			failed = true
@@ -228,10 +283,28 @@ func (g *Gateway) readFetch(ctx context.Context, parts []fetchPart, maxBytes int
 			}
 		}
 		p.sizing.observe(n, size, len(sp.RecordBatches), r.End)
+		p.next = nextOffset(r.Records, p.offset, n)
+		p.more = p.next < r.End
 		total += len(sp.RecordBatches)
 		budget -= len(sp.RecordBatches)
 	}
-	return total, failed
+	return total, failed, fromAhead
+}
+
+// nextOffset is the offset after the first n records of recs at or after from (from when n is 0).
+func nextOffset(recs []redisstore.Record, from int64, n int) int64 {
+	for i := range recs {
+		if recs[i].Offset >= from {
+			if n == 0 {
+				break
+			}
+			if i+n-1 < len(recs) {
+				return recs[i+n-1].Offset + 1
+			}
+			break
+		}
+	}
+	return from
 }
 
 // batchOverhead is the size of a record batch's header.

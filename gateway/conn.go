@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	pool "github.com/libp2p/go-buffer-pool"
@@ -26,6 +27,9 @@ type conn struct {
 	// outBufs are pooled buffers the response being answered points into (a fetch's record
 	// batches), handed back once the response is written.
 	outBufs []*[]byte
+	// ahead is the read-ahead for the next fetch (read_ahead.go); aheadWG tracks its reads.
+	ahead   *readAhead
+	aheadWG sync.WaitGroup
 }
 
 // Request and response buffers are recycled between requests of all connections through a
@@ -62,6 +66,7 @@ func (g *Gateway) serveConn(nc net.Conn) {
 	c.log.Info().Msg("connection opened")
 	connectionsOpened()
 	err := c.readLoop(g.bgCtx)
+	c.closeReadAhead()
 	connectionsClosed()
 	ev := c.log.Info().Str("client_id", c.clientID)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {

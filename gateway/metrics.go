@@ -41,6 +41,10 @@ var (
 	mFetched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kgate_records_fetched_total", Help: "Records returned by Fetch, by topic.",
 	}, []string{"topic"})
+	mReadAhead = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kgate_fetch_read_ahead_total",
+		Help: "Background reads for a connection's next fetch, by outcome: used, or unused (the fetch asked for other offsets, or the read failed or expired).",
+	}, []string{"outcome"})
 	mConnections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kgate_open_connections", Help: "Open Kafka client connections.",
 	})
@@ -48,13 +52,21 @@ var (
 
 func init() {
 	metricsRegistry.MustRegister(mRequests, mLatency, mErrors, mBytesIn, mBytesOut, mProduced, mFetched,
-		mConnections, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		mReadAhead, mConnections, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 }
 
 func connectionsOpened() { mConnections.Inc() }
 func connectionsClosed() { mConnections.Dec() }
 func bytesIn(n int)      { mBytesIn.Add(float64(n)) }
 func bytesOut(n int)     { mBytesOut.Add(float64(n)) }
+
+func readAheadOutcome(used bool) {
+	if used {
+		mReadAhead.WithLabelValues("used").Inc()
+	} else {
+		mReadAhead.WithLabelValues("unused").Inc()
+	}
+}
 
 func recordsProduced(topic string, n int) { mProduced.WithLabelValues(topic).Add(float64(n)) }
 

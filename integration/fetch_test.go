@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -185,6 +186,114 @@ func TestFetchRaw(t *testing.T) {
 			if r.Offset != int64(i) {
 				t.Fatalf("tiny-limit consumer: record %d has offset %d", i, r.Offset)
 			}
+		}
+	})
+}
+
+// TestFetchReadAhead: after a fetch that leaves records behind, the gateway reads the next ones in the
+// background; the next fetch at exactly those offsets is answered from that read but with the
+// partition's current offsets. So a DeleteRecords made after the read-ahead still turns the next fetch
+// into OFFSET_OUT_OF_RANGE, records appended after it are delivered by a later fetch without a gap,
+// and a topic deleted and created again under the same name never gets the old topic's records. The
+// read-ahead metric shows the background reads were used.
+func TestFetchReadAhead(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		value := strings.Repeat("v", 200)
+		produce := func(topic, v string, n int) {
+			t.Helper()
+			p := newClient(t, g, kgo.DefaultProduceTopic(topic))
+			for i := 0; i < n; i++ {
+				if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+					t.Fatalf("produce: %v", err)
+				}
+			}
+		}
+		mustCreateTopics(t, ctx, adm, 1, nil, "ahead")
+		produce("ahead", value, 10)
+		c := dialRaw(t, g.Addr)
+		// fetch answers one request of about three records from offset and returns the offsets of the
+		// records it got.
+		fetch := func(topic string, offset int64) (kmsg.FetchResponseTopicPartition, []int64) {
+			t.Helper()
+			sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq(topic, [16]byte{}, 0, offset, 700)))
+			var got []int64
+			for _, bt := range fetchedRecords(t, sp) {
+				for i := range bt.Records {
+					got = append(got, bt.BaseOffset+int64(i))
+				}
+			}
+			return sp, got
+		}
+		used0, _ := scrapeMetrics(t, g).value("kgate_fetch_read_ahead_total", map[string]string{"outcome": "used"})
+
+		// Catching up: every fetch starts where the last one ended; no gaps, no repeats.
+		var next int64
+		for next < 6 {
+			sp, got := fetch("ahead", next)
+			if sp.ErrorCode != 0 || len(got) == 0 || got[0] != next || sp.HighWatermark != 10 {
+				t.Fatalf("fetch at %d: error %d, offsets %v, hw %d", next, sp.ErrorCode, got, sp.HighWatermark)
+			}
+			next = got[len(got)-1] + 1
+		}
+		if used := scrapeMetrics(t, g).must(t, "kgate_fetch_read_ahead_total", map[string]string{"outcome": "used"}); used <= used0 {
+			t.Fatalf("read-ahead used %v times, before %v: fetches were not answered from it", used, used0)
+		}
+
+		// The read-ahead for offset next is done by now; the log start moves past it.
+		time.Sleep(100 * time.Millisecond)
+		var trim kadm.Offsets
+		trim.AddOffset("ahead", 0, next+1, -1)
+		if del, err := adm.DeleteRecords(ctx, trim); err != nil || del.Error() != nil {
+			t.Fatalf("delete records: %v %v", err, del.Error())
+		}
+		if sp, got := fetch("ahead", next); sp.ErrorCode != kerr.OffsetOutOfRange.Code || sp.LogStartOffset != next+1 {
+			t.Fatalf("fetch at %d below the new log start %d: error %d, log start %d, offsets %v", next, next+1, sp.ErrorCode, sp.LogStartOffset, got)
+		}
+
+		// Appends after a read-ahead come with a later fetch, in order.
+		next++
+		sp, got := fetch("ahead", next)
+		if sp.ErrorCode != 0 || len(got) == 0 || got[0] != next {
+			t.Fatalf("fetch at the new log start %d: error %d, offsets %v", next, sp.ErrorCode, got)
+		}
+		next = got[len(got)-1] + 1
+		time.Sleep(100 * time.Millisecond)
+		produce("ahead", value, 5)
+		for next < 15 {
+			sp, got := fetch("ahead", next)
+			if sp.ErrorCode != 0 || len(got) == 0 || got[0] != next {
+				t.Fatalf("fetch at %d after appends: error %d, offsets %v (hw %d)", next, sp.ErrorCode, got, sp.HighWatermark)
+			}
+			next = got[len(got)-1] + 1
+		}
+
+		// A topic deleted and created again: the old topic's read-ahead is not used.
+		mustCreateTopics(t, ctx, adm, 1, nil, "again")
+		produce("again", "old"+value, 10)
+		_, got = fetch("again", 0)
+		next = got[len(got)-1] + 1
+		time.Sleep(100 * time.Millisecond)
+		if _, err := adm.DeleteTopics(ctx, "again"); err != nil {
+			t.Fatalf("delete topic: %v", err)
+		}
+		waitFor(t, 10*time.Second, "topic again recreated", func() bool {
+			r, err := adm.CreateTopics(ctx, 1, 1, nil, "again")
+			return err == nil && r["again"].Err == nil
+		})
+		produce("again", "new"+value, 10)
+		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("again", [16]byte{}, 0, next, 700)))
+		for _, bt := range fetchedRecords(t, sp) {
+			for _, r := range bt.Records {
+				if !strings.HasPrefix(string(r.Value), "new") {
+					t.Fatalf("recreated topic: fetch at %d returned %.3q..., a record of the deleted topic", next, r.Value)
+				}
+			}
+		}
+		if sp.ErrorCode != 0 || len(sp.RecordBatches) == 0 {
+			t.Fatalf("recreated topic: fetch at %d: error %d, %d bytes", next, sp.ErrorCode, len(sp.RecordBatches))
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -355,6 +356,17 @@ type ReadRequest struct {
 	Partition int32
 	Offset    int64
 	Count     int64
+	// Expect is how many entries the caller expects to be there (0: Count). It only decides whether
+	// and where a read is split (a consumer at the end of a partition asks for many, finds few).
+	Expect int64
+}
+
+// expected is the number of entries r is expected to find.
+func (r ReadRequest) expected() int64 {
+	if r.Expect > 0 && r.Expect < r.Count {
+		return r.Expect
+	}
+	return r.Count
 }
 
 // ReadResult is what one ReadRequest found: records from Offset (empty when none yet) and the
@@ -367,40 +379,130 @@ type ReadResult struct {
 
 // Read runs every request in one pipeline. A request outside [Start, End] gets no records (the caller
 // compares against the returned offsets); records are never returned from below Start or from End on.
+//
+// A large read is split in two halves by entry ID (offsets are dense IDs, so a range splits exactly)
+// that run as two pipelines on two connections at once: Redis answers them one after the other, but
+// their replies are parsed in parallel, and parsing is most of a read's cost. (Entries deleted natively
+// inside the first half make the read return that many fewer entries, never different ones.)
 func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	out := make([]ReadResult, len(reqs))
-	metas := make([]*redis.SliceCmd, len(reqs))
-	ranges := make([]*redis.Cmd, len(reqs))
-	pipe := s.rdb.Pipeline()
-	for i, r := range reqs {
-		metas[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start")
-		// A negative offset has no entry ID ("0--4" is a Redis syntax error that would fail the whole
-		// read); it is below Start, so the caller answers it from the offsets alone.
-		if r.Count > 0 && r.Offset >= 0 {
-			ranges[i] = pipe.Do(ctx, "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(r.Offset), "+", "COUNT", r.Count)
+	first, second := splitReads(reqs, readSplitMin)
+	if len(second) == 0 {
+		s.readPieces(ctx, reqs, first, true, out)
+		return out
+	}
+	more := make([]ReadResult, len(reqs))
+	var wg sync.WaitGroup
+	wg.Go(func() { s.readPieces(ctx, reqs, second, false, more) })
+	s.readPieces(ctx, reqs, first, true, out)
+	wg.Wait()
+	for i := range out {
+		if out[i].Err == nil {
+			out[i].Err = more[i].Err
+		}
+		if len(more[i].Records) > 0 && out[i].Err == nil {
+			out[i].Records = append(out[i].Records, clip(more[i].Records, reqs[i].Offset, out[i].Offsets)...)
 		}
 	}
+	return out
+}
+
+// readSplitMin is the number of entries expected from which a read is split in two.
+const readSplitMin = 512
+
+// readPiece is a range of one request's entries: from offset from, up to count entries, up to offset
+// to (inclusive; -1: no bound).
+type readPiece struct {
+	req      int
+	from, to int64
+	count    int64
+}
+
+// splitReads turns reqs into pieces, in one list or, when they expect readSplitMin entries or more,
+// in two lists of about the same number of expected entries (the request at the boundary split by
+// offset).
+func splitReads(reqs []ReadRequest, splitMin int64) (first, second []readPiece) {
+	var total int64
+	for _, r := range reqs {
+		if r.Count > 0 && r.Offset >= 0 {
+			total += r.expected()
+		}
+	}
+	half := total / 2
+	if total < splitMin {
+		half = total
+	}
+	var taken int64
+	for i, r := range reqs {
+		if r.Count <= 0 || r.Offset < 0 {
+			continue
+		}
+		e := r.expected()
+		switch {
+		case taken >= half:
+			second = append(second, readPiece{req: i, from: r.Offset, to: -1, count: r.Count})
+		case taken+e <= half:
+			first = append(first, readPiece{req: i, from: r.Offset, to: -1, count: r.Count})
+		default:
+			k := half - taken
+			first = append(first, readPiece{req: i, from: r.Offset, to: r.Offset + k - 1, count: k})
+			second = append(second, readPiece{req: i, from: r.Offset + k, to: -1, count: r.Count - k})
+		}
+		taken += e
+	}
+	return first, second
+}
+
+// readPieces reads pieces (and, with metas, every request's offsets) in one pipeline into out, whose
+// records are in the order of the pieces.
+func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []readPiece, metas bool, out []ReadResult) {
+	var mcmds []*redis.SliceCmd
+	ranges := make([]*redis.Cmd, len(pieces))
+	pipe := s.rdb.Pipeline()
+	if metas {
+		mcmds = make([]*redis.SliceCmd, len(reqs))
+		for i, r := range reqs {
+			mcmds[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start")
+		}
+	}
+	for i, p := range pieces {
+		r := reqs[p.req]
+		to := "+"
+		if p.to >= 0 {
+			to = EntryID(p.to)
+		}
+		ranges[i] = pipe.Do(ctx, "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(p.from), to, "COUNT", p.count)
+	}
 	_, _ = pipe.Exec(ctx)
-	for i := range reqs {
-		if err := metas[i].Err(); err != nil && err != redis.Nil {
+	for i, c := range mcmds {
+		if err := c.Err(); err != nil && err != redis.Nil {
 			out[i].Err = err
 			continue
 		}
-		out[i].Offsets = parseOffsets(metas[i].Val())
-		if ranges[i] == nil {
+		out[i].Offsets = parseOffsets(c.Val())
+	}
+	for i, p := range pieces {
+		o := &out[p.req]
+		if o.Err != nil {
 			continue
 		}
 		raw, err := ranges[i].Result()
 		if err != nil && err != redis.Nil {
-			out[i].Err = err
+			o.Err = err
 			continue
 		}
 		recs, err := parseEntries(raw)
-		out[i].Records, out[i].Err = clip(recs, reqs[i].Offset, out[i].Offsets), err
+		if err != nil {
+			o.Err = err
+			continue
+		}
+		if metas {
+			recs = clip(recs, reqs[p.req].Offset, o.Offsets)
+		}
+		o.Records = recs
 	}
-	return out
 }
 
 // clip keeps the records in [Start, End) and drops them all when the request starts below Start: the

@@ -687,3 +687,65 @@ func TestAppendRefusesForeignWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestSplitReads: a read expecting readSplitMin entries or more is split into two halves of about the
+// same expected size, the request at the boundary by offset; smaller reads stay whole.
+func TestSplitReads(t *testing.T) {
+	reqs := []ReadRequest{
+		{Partition: 0, Offset: 10, Count: 300},
+		{Partition: 1, Offset: -1, Count: 50}, // below any entry: offsets only
+		{Partition: 2, Offset: 0, Count: 10000, Expect: 500},
+		{Partition: 3, Offset: 5, Count: 0},
+	}
+	first, second := splitReads(reqs, 512)
+	want1 := []readPiece{{req: 0, from: 10, to: -1, count: 300}, {req: 2, from: 0, to: 99, count: 100}}
+	want2 := []readPiece{{req: 2, from: 100, to: -1, count: 9900}}
+	if fmt.Sprint(first) != fmt.Sprint(want1) || fmt.Sprint(second) != fmt.Sprint(want2) {
+		t.Fatalf("split: %v | %v, want %v | %v", first, second, want1, want2)
+	}
+	first, second = splitReads(reqs[:2], 512)
+	if len(second) != 0 || len(first) != 1 || first[0] != (readPiece{req: 0, from: 10, to: -1, count: 300}) {
+		t.Fatalf("small read split: %v | %v", first, second)
+	}
+}
+
+// TestReadSplitMatchesWholeRead: on real Redis a split read returns exactly what one read returns,
+// also across gaps left by entries deleted natively.
+func TestReadSplitMatchesWholeRead(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		mustCreateTopic(t, s, "split", 2)
+		var batches []*Batch
+		for p := range int32(2) {
+			batches = append(batches, &Batch{Topic: "split", Partition: p, Records: plain(fmt.Sprint("p", p), 1500), ProducerID: -1})
+		}
+		for i, res := range s.Append(t.Context(), batches) {
+			if res.Err != nil {
+				t.Fatalf("partition %d: %v", i, res.Err)
+			}
+		}
+		if !s.Embedded() {
+			if err := s.Client().XDel(t.Context(), s.keys.stream("split", 0), EntryID(1200), EntryID(1201), EntryID(1499)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reqs := []ReadRequest{{Topic: "split", Partition: 0, Offset: 3, Count: 2000}, {Topic: "split", Partition: 1, Offset: 0, Count: 1000}}
+		if _, second := splitReads(reqs, readSplitMin); len(second) == 0 {
+			t.Fatal("the read is not split; the test proves nothing")
+		}
+		whole, _ := splitReads(reqs, math.MaxInt64)
+		want := make([]ReadResult, len(reqs))
+		s.readPieces(t.Context(), reqs, whole, true, want)
+		got := s.Read(t.Context(), reqs)
+		for i := range reqs {
+			if got[i].Err != nil || want[i].Err != nil || got[i].Offsets != want[i].Offsets ||
+				!equalInts(offsetsOf(got[i].Records), offsetsOf(want[i].Records)) || len(got[i].Records) < 900 {
+				t.Fatalf("partition %d: split read %v (%d records), whole read %v (%d records)", i, got[i].Err, len(got[i].Records), want[i].Err, len(want[i].Records))
+			}
+			for j, r := range got[i].Records {
+				if !bytes.Equal(r.Value, want[i].Records[j].Value) {
+					t.Fatalf("partition %d offset %d: %q vs %q", i, r.Offset, r.Value, want[i].Records[j].Value)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+// A consumer catching up on a backlog asks for the records right after the ones it was just sent,
+// and asks only once it has decoded them. A connection therefore reads those records from Redis in
+// the background as soon as a fetch is answered, while the response travels and the client decodes
+// it: the XRANGE round trip and the reply parsing (most of the gateway's cost per fetched record) then
+// overlap the client's work instead of adding to it.
+//
+// Only the records of the read-ahead are used, never its offsets: entries are immutable once written,
+// so the fetch that uses them reads each partition's log start offset and high watermark afresh (one
+// HMGET each, in one round trip) and answers exactly as a fresh read would, except that records
+// appended after the read-ahead are left for the next fetch. It is used only by the next fetch of the
+// same connection asking for the same partitions (in any order) at the offsets where the last
+// response ended, of the same topic incarnations (topic IDs); and only when it holds enough bytes to
+// answer at once (otherwise the fetch reads afresh before long-polling, so an append made since is not
+// missed). A connection keeps at most one read-ahead, dropped when the next fetch does not match or
+// after readAheadKeep unused; the connection waits for its reads when it closes.
+
+// readAheadKeep is how long an unused read-ahead holds its records (a paused consumer's connection
+// should not keep a response's worth of memory).
+const readAheadKeep = 5 * time.Second
+
+type readAhead struct {
+	reqs   []redisstore.ReadRequest
+	ids    [][16]byte // topic ID of each request
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the read ended
+
+	mu  sync.Mutex
+	res []redisstore.ReadResult // nil once expired
+}
+
+// startReadAhead reads reqs in the background for the connection's next fetch. reqs is owned by
+// the read-ahead from here on.
+func (c *conn) startReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) {
+	c.dropReadAhead()
+	ctx, cancel := context.WithCancel(c.g.bgCtx)
+	ra := &readAhead{reqs: reqs, ids: ids, cancel: cancel, done: make(chan struct{})}
+	c.ahead = ra
+	c.aheadWG.Go(func() {
+		res := c.g.store.Read(ctx, ra.reqs)
+		ra.mu.Lock()
+		ra.res = res
+		ra.mu.Unlock()
+		close(ra.done)
+		keep := time.NewTimer(readAheadKeep)
+		defer keep.Stop()
+		select {
+		case <-ctx.Done(): // taken or dropped
+		case <-keep.C:
+		}
+		ra.mu.Lock()
+		ra.res = nil
+		ra.mu.Unlock()
+	})
+}
+
+// takeReadAhead returns, in the order of reqs, the read-ahead's results for exactly these partitions
+// and offsets (of the topics ids; clients may reorder partitions between fetches), waiting for a read
+// still in flight; otherwise nil. Either way the read-ahead is used up. The results' offsets are
+// those of the read-ahead: the caller replaces them (freshOffsets).
+func (c *conn) takeReadAhead(ctx context.Context, reqs []redisstore.ReadRequest, ids [][16]byte) []redisstore.ReadResult {
+	ra := c.ahead
+	if ra == nil {
+		return nil
+	}
+	c.ahead = nil
+	defer ra.cancel()
+	out := ra.answer(ctx, reqs, ids)
+	readAheadOutcome(out != nil)
+	return out
+}
+
+// answer is the read-ahead's results in the order of reqs, or nil when they do not answer reqs.
+func (ra *readAhead) answer(ctx context.Context, reqs []redisstore.ReadRequest, ids [][16]byte) []redisstore.ReadResult {
+	order := ra.order(reqs, ids)
+	if order == nil {
+		return nil
+	}
+	select {
+	case <-ra.done:
+	case <-ctx.Done():
+		return nil
+	}
+	ra.mu.Lock()
+	res := ra.res
+	ra.mu.Unlock()
+	if res == nil {
+		return nil // expired
+	}
+	out := make([]redisstore.ReadResult, len(reqs))
+	for i, j := range order {
+		if res[j].Err != nil {
+			return nil // a failure is reported by a fresh read, not from a read-ahead
+		}
+		out[i] = res[j]
+	}
+	return out
+}
+
+// order maps each of reqs to the read-ahead request of the same partition and offset, or is nil when
+// the read-ahead does not cover reqs exactly.
+func (ra *readAhead) order(reqs []redisstore.ReadRequest, ids [][16]byte) []int {
+	if len(reqs) != len(ra.reqs) {
+		return nil
+	}
+	order := make([]int, len(reqs))
+	for i, r := range reqs {
+		j := i // usually the same order; otherwise search
+		if a := ra.reqs[j]; a.Topic != r.Topic || a.Partition != r.Partition {
+			j = -1
+			for k, a := range ra.reqs {
+				if a.Topic == r.Topic && a.Partition == r.Partition {
+					j = k
+					break
+				}
+			}
+			if j < 0 {
+				return nil
+			}
+		}
+		if ra.reqs[j].Offset != r.Offset || ra.ids[j] != ids[i] {
+			return nil
+		}
+		order[i] = j
+	}
+	return order
+}
+
+// freshOffsets replaces the offsets of read-ahead results with the partitions' current ones (read
+// now, without entries) and keeps only the records inside them: a record below a log start offset
+// that moved since is gone.
+func (c *conn) freshOffsets(ctx context.Context, reqs []redisstore.ReadRequest, res []redisstore.ReadResult) {
+	only := make([]redisstore.ReadRequest, len(reqs))
+	for i, r := range reqs {
+		only[i] = redisstore.ReadRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+	}
+	now := c.g.store.Read(ctx, only)
+	for i := range res {
+		r := &res[i]
+		r.Offsets, r.Err = now[i].Offsets, now[i].Err
+		n := 0
+		for _, rec := range r.Records {
+			if rec.Offset >= r.Start && rec.Offset < r.End {
+				r.Records[n] = rec
+				n++
+			}
+		}
+		r.Records = r.Records[:n]
+	}
+}
+
+// dropReadAhead cancels the connection's read-ahead, if any, without waiting for it.
+func (c *conn) dropReadAhead() {
+	if c.ahead != nil {
+		c.ahead.cancel()
+		c.ahead = nil
+		readAheadOutcome(false)
+	}
+}
+
+// closeReadAhead stops every read-ahead of a closing connection and waits for their goroutines (each
+// ends within the store's command timeout).
+func (c *conn) closeReadAhead() {
+	c.dropReadAhead()
+	c.aheadWG.Wait()
+}
