@@ -135,6 +135,60 @@ type pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
+// appendSplitMin is the number of records from which the batches of a request for several partitions
+// are written as two pipelines at once.
+const appendSplitMin = 256
+
+// appendMultiSplit is appendMulti, with the batches of a large request for several partitions split
+// into two pipelines on two connections of c, written at once: Redis runs them one block after the
+// other, but one pipeline is being written, or its replies parsed, while Redis executes the other.
+// Batches of one partition stay in one pipeline, in order.
+func (s *Store) appendMultiSplit(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
+	k := splitBatches(batches, appendSplitMin)
+	if k == 0 {
+		s.appendMulti(ctx, c, batches, out)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.appendMulti(ctx, c, batches[k:], out[k:]) })
+	s.appendMulti(ctx, c, batches[:k], out[:k])
+	wg.Wait()
+}
+
+// splitBatches returns where to split batches into two halves of about the same number of records,
+// or 0 when they are fewer than min records, a single batch, or name a partition twice.
+func splitBatches(batches []*Batch, minRecords int) int {
+	if len(batches) < 2 {
+		return 0
+	}
+	total := 0
+	seen := make(map[partID]struct{}, len(batches))
+	for _, b := range batches {
+		total += len(b.Records)
+		id := partID{b.Topic, b.Partition}
+		if _, dup := seen[id]; dup {
+			return 0
+		}
+		seen[id] = struct{}{}
+	}
+	if total < minRecords {
+		return 0
+	}
+	n := 0
+	for i, b := range batches {
+		n += len(b.Records)
+		if 2*n >= total {
+			return max(min(i+1, len(batches)-1), 1)
+		}
+	}
+	return 0
+}
+
+type partID struct {
+	topic     string
+	partition int32
+}
+
 // appendMulti writes batches as MULTI blocks in one pipeline on c, which must reach the master of every
 // batch's partition (a standalone client, a node client of a cluster, or a pinned connection).
 func (s *Store) appendMulti(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {

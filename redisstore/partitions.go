@@ -198,7 +198,7 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		s.appendDurable(ctx, batches, out)
 	case s.autoSeq:
 		eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
-			s.appendMulti(ctx, g.node, sub, res)
+			s.appendMultiSplit(ctx, g.node, sub, res)
 		})
 	default:
 		s.appendOn(ctx, s.rdb, batches, out)

@@ -749,3 +749,35 @@ func TestReadSplitMatchesWholeRead(t *testing.T) {
 		}
 	})
 }
+
+// TestSplitBatches: a request's batches split into two halves of about the same number of records,
+// never a single batch, a small request, or one naming a partition twice (its order must hold).
+func TestSplitBatches(t *testing.T) {
+	mk := func(sizes ...int) []*Batch {
+		var bs []*Batch
+		for i, n := range sizes {
+			bs = append(bs, &Batch{Topic: "t", Partition: int32(i), Records: make([]Record, n)})
+		}
+		return bs
+	}
+	for _, c := range []struct {
+		sizes []int
+		want  int
+	}{
+		{[]int{1000}, 0},
+		{[]int{10, 10, 10}, 0},
+		{[]int{300, 300}, 1},
+		{[]int{100, 100, 100, 100}, 2},
+		{[]int{1000, 10, 10}, 1},
+		{[]int{10, 10, 1000}, 2},
+	} {
+		if got := splitBatches(mk(c.sizes...), 256); got != c.want {
+			t.Errorf("split of %v: %d, want %d", c.sizes, got, c.want)
+		}
+	}
+	dup := mk(300, 300, 300)
+	dup[2].Partition = 0
+	if got := splitBatches(dup, 256); got != 0 {
+		t.Errorf("split of batches naming partition 0 twice: %d", got)
+	}
+}

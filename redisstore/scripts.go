@@ -10,7 +10,8 @@ import "github.com/redis/go-redis/v9"
 // offset, log start, 1} for a duplicate of one of the producer's last five batches; {-1, 47} for a
 // fenced epoch; {-1, 45} for a sequence gap), else nil with the producer-state entries to keep and the
 // batch's last sequence. finishBatch moves the high watermark, grows the time index from the k
-// candidate pairs (record index, timestamp) starting at ARGV[first], and saves the producer state.
+// candidate pairs (record index, timestamp) starting at ARGV[first] (one ZADD for up to 500 entries:
+// each call from Lua costs Redis about as much as a few entries), and saves the producer state.
 const batchLua = `
 local function readMeta(meta)
   local m = redis.call('HMGET', meta, 'next', 'start', 'maxts')
@@ -43,13 +44,17 @@ local function checkProducer(prods, pid, epoch, seq, n, start)
   return nil, kept, last
 end
 local function finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, base, maxts, k, first)
+  local z = {}
   for c = 0, k - 1 do
     local ts = tonumber(ARGV[first + 1 + 2 * c])
     if ts > maxts then
       maxts = ts
-      redis.call('ZADD', tindex, ARGV[first + 1 + 2 * c], string.format('%d', base + tonumber(ARGV[first + 2 * c])))
+      z[#z + 1] = ARGV[first + 1 + 2 * c]
+      z[#z + 1] = string.format('%d', base + tonumber(ARGV[first + 2 * c]))
+      if #z == 1000 then redis.call('ZADD', tindex, unpack(z)); z = {} end
     end
   end
+  if #z > 0 then redis.call('ZADD', tindex, unpack(z)) end
   redis.call('HSET', meta, 'next', string.format('%d', base + n), 'maxts', string.format('%d', maxts))
   if pid ~= '-1' then
     local st = string.format('%d,%d,%d:%d:%d', epoch, last, seq, last, base)

@@ -34,6 +34,12 @@ type consumeRun struct {
 
 func (r consumeRun) rate() float64 { return float64(r.records) / r.elapsed.Seconds() }
 
+// plus is two runs taken together.
+func (r consumeRun) plus(s consumeRun) consumeRun {
+	return consumeRun{records: r.records + s.records, bytes: r.bytes + s.bytes, elapsed: r.elapsed + s.elapsed,
+		cpu: r.cpu.plus(s.cpu), partial: r.partial || s.partial}
+}
+
 func (b *bench) consumePhase(ctx context.Context) error {
 	if len(b.produced) == 0 {
 		if err := b.fillForConsume(ctx); err != nil {
@@ -53,17 +59,21 @@ func (b *bench) consumePhase(ctx context.Context) error {
 			return err
 		}
 		var k, base consumeRun
-		labeled("client", func() { k, err = b.consumeKgate(ctx, pt.topic, pt.parts, sum(hwm)) })
-		if err != nil {
-			return fmt.Errorf("%s through kgate: %w", pt.topic, err)
-		}
 		page := kgatePageSize(b.o.keyBytes, pt.size)
-		labeled("baseline", func() { base, err = b.consumeBaseline(ctx, pt.topic, hwm, page) })
-		if err != nil {
-			return fmt.Errorf("%s baseline: %w", pt.topic, err)
+		for range b.o.rounds { // alternating, as in the produce phase
+			var kr, br consumeRun
+			labeled("client", func() { kr, err = b.consumeKgate(ctx, pt.topic, pt.parts, sum(hwm)) })
+			if err != nil {
+				return fmt.Errorf("%s through kgate: %w", pt.topic, err)
+			}
+			labeled("baseline", func() { br, err = b.consumeBaseline(ctx, pt.topic, hwm, page) })
+			if err != nil {
+				return fmt.Errorf("%s baseline: %w", pt.topic, err)
+			}
+			k, base = k.plus(kr), base.plus(br)
 		}
 		cs := fmt.Sprintf("%s x %dp", sizeName(pt.size), pt.parts)
-		notes := fmt.Sprintf("%s records, XRANGE COUNT %d", fmtNum(float64(sum(hwm))), page)
+		notes := fmt.Sprintf("%s records x %d rounds, XRANGE COUNT %d", fmtNum(float64(sum(hwm))), b.o.rounds, page)
 		if k.partial || base.partial {
 			notes += fmt.Sprintf("; stopped at %v (kgate %d, baseline %d records)", b.o.consumeTimeout, k.records, base.records)
 		}
@@ -85,7 +95,7 @@ func (b *bench) fillForConsume(ctx context.Context) error {
 				return err
 			}
 			var err error
-			labeled("client", func() { _, err = b.produceKgate(ctx, topic, size) })
+			labeled("client", func() { _, err = b.produceKgate(ctx, topic, size, b.o.duration) })
 			if err != nil {
 				return fmt.Errorf("fill %s: %w", topic, err)
 			}

@@ -100,7 +100,7 @@ func (b *bench) maxProduceRate(ctx context.Context, size, parts int) (float64, e
 		k   produceRun
 		err error
 	)
-	labeled("client", func() { k, err = b.produceKgate(ctx, topic, size) })
+	labeled("client", func() { k, err = b.produceKgate(ctx, topic, size, b.o.duration) })
 	if err != nil {
 		return 0, err
 	}

@@ -58,6 +58,7 @@ type options struct {
 	basePipes  int
 
 	consumeTimeout time.Duration
+	rounds         int
 
 	latDuration   time.Duration
 	latRates      []float64
@@ -84,7 +85,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.profPhase, "cpuprofile-phase", "produce", "the phase --cpuprofile covers (the consume phase's profile starts after any fill); when that phase is not run, the profile covers the whole run")
 	fs.BoolVar(&o.keep, "keep", false, "keep the benchmark's keys in Redis (with --redis)")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each produce run")
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each produce run (kgate and baseline each)")
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each produce case, for kgate and for the baseline each (split over --rounds runs)")
 	sizes := fs.String("sizes", "100,1024", "record value sizes in bytes")
 	parts := fs.String("partitions", "1,8,64", "partition counts")
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "producer linger in the produce phase")
@@ -92,6 +93,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.keyBytes, "key-bytes", 8, "record key size in bytes")
 	fs.IntVar(&o.basePipes, "baseline-pipelines", 1, "pipelines in flight in the produce baseline: 1 mirrors franz-go's idempotent producer, which keeps one produce request in flight per broker, so a gateway never holds two of its batches at once; 2 shows what overlapping consecutive requests could add")
 	fs.DurationVar(&o.consumeTimeout, "consume-timeout", 20*time.Second, "upper bound of each consume run")
+	fs.IntVar(&o.rounds, "rounds", 3, "produce and consume cases alternate kgate and baseline runs this many times (each produce run measures --duration/rounds) and report figures over all of them, so the machine's drift falls on both sides")
 	fs.DurationVar(&o.latDuration, "latency-duration", 3*time.Second, "measured time at each latency rate (after a 10% warm-up)")
 	rates := fs.String("latency-rates", "1000,10000,50%", "records/s; N% is that share of the measured maximum (produce phase, same size and partitions)")
 	fs.IntVar(&o.latPartitions, "latency-partitions", 1, "partitions of the latency topic")
@@ -152,6 +154,8 @@ func parseFlags(args []string) (options, error) {
 		o.latRates = append(o.latRates, f)
 	}
 	switch {
+	case o.rounds < 1:
+		return o, errors.New("--rounds must be at least 1")
 	case o.duration <= 0 || o.latDuration <= 0 || o.commitDuration <= 0 || o.connsProbe <= 0:
 		return o, errors.New("durations must be positive")
 	case o.batchBytes < 1024:

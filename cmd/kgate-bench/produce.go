@@ -76,6 +76,16 @@ type produceRun struct {
 	perReq   float64 // partition batches per Produce request
 }
 
+// plus is two runs taken together (rates and shapes weighted by measured time).
+func (r produceRun) plus(s produceRun) produceRun {
+	if r.cpu.WallSec == 0 {
+		return s
+	}
+	a, b := r.cpu.WallSec, s.cpu.WallSec
+	avg := func(x, y float64) float64 { return (x*a + y*b) / (a + b) }
+	return produceRun{rate: avg(r.rate, s.rate), cpu: r.cpu.plus(s.cpu), perBatch: avg(r.perBatch, s.perBatch), perReq: avg(r.perReq, s.perReq)}
+}
+
 func (b *bench) producePhase(ctx context.Context) error {
 	stopProfile, err := b.profilePhase("produce")
 	if err != nil {
@@ -84,26 +94,35 @@ func (b *bench) producePhase(ctx context.Context) error {
 	defer stopProfile()
 	b.rep.meta("producer", fmt.Sprintf("franz-go, acks=-1, idempotent, linger=%v, max batch %d B, no compression, round-robin partitioner, %d B keys; values are random bytes",
 		b.o.linger, b.o.batchBytes, b.o.keyBytes))
-	b.rep.meta("produce", fmt.Sprintf("each run: %v warm-up + %v measured; baseline: go-redis pipelined XADD * (ts, key, value) of the same records, batches of the records/batch kgate's requests carried, batches/request per pipeline, %d pipeline(s) in flight; MB/s counts values, 1 MB = 10^6 B",
-		b.o.warmup, b.o.duration, b.o.basePipes))
+	b.rep.meta("produce", fmt.Sprintf("each case: %d rounds of kgate then baseline, each run %v warm-up + %v measured; baseline: go-redis pipelined XADD * (ts, key, value) of the same records, batches of the records/batch kgate's requests carried, batches/request per pipeline, %d pipeline(s) in flight; MB/s counts values, 1 MB = 10^6 B",
+		b.o.rounds, b.o.warmup, b.o.duration/time.Duration(b.o.rounds), b.o.basePipes))
 	for _, size := range b.o.sizes {
 		for _, parts := range b.o.partitions {
 			topic := fmt.Sprintf("produce-%d-%dp", size, parts)
 			if err := b.createTopic(ctx, topic, parts); err != nil {
 				return err
 			}
-			var k produceRun
-			var err error
-			labeled("client", func() { k, err = b.produceKgate(ctx, topic, size) })
-			if err != nil {
-				return fmt.Errorf("%s through kgate: %w", topic, err)
-			}
-			perBatch := max(int(math.Round(k.perBatch)), 1)
-			perReq := min(max(int(math.Round(k.perReq)), 1), parts)
-			var base produceRun
-			labeled("baseline", func() { base, err = b.produceBaseline(ctx, topic, parts, size, perBatch, perReq) })
-			if err != nil {
-				return fmt.Errorf("%s baseline: %w", topic, err)
+			// kgate and the baseline alternate; the baseline's batches take the shape of kgate's
+			// requests in the first round.
+			var k, base produceRun
+			measure := b.o.duration / time.Duration(b.o.rounds)
+			perBatch, perReq := 0, 0
+			for round := range b.o.rounds {
+				var kr, br produceRun
+				var err error
+				labeled("client", func() { kr, err = b.produceKgate(ctx, topic, size, measure) })
+				if err != nil {
+					return fmt.Errorf("%s through kgate: %w", topic, err)
+				}
+				if round == 0 {
+					perBatch = max(int(math.Round(kr.perBatch)), 1)
+					perReq = min(max(int(math.Round(kr.perReq)), 1), parts)
+				}
+				labeled("baseline", func() { br, err = b.produceBaseline(ctx, topic, parts, size, perBatch, perReq, measure) })
+				if err != nil {
+					return fmt.Errorf("%s baseline: %w", topic, err)
+				}
+				k, base = k.plus(kr), base.plus(br)
 			}
 			cs := fmt.Sprintf("%s x %dp", sizeName(size), parts)
 			notes := fmt.Sprintf("%.1f rec/batch, %.1f batches/req", k.perBatch, k.perReq)
@@ -119,9 +138,9 @@ func (b *bench) producePhase(ctx context.Context) error {
 	return nil
 }
 
-// produceKgate runs a franz-go producer flat out for warm-up + duration and measures the records
+// produceKgate runs a franz-go producer flat out for warm-up + measure and counts the records
 // acknowledged during the measured window.
-func (b *bench) produceKgate(ctx context.Context, topic string, size int) (produceRun, error) {
+func (b *bench) produceKgate(ctx context.Context, topic string, size int, measure time.Duration) (produceRun, error) {
 	h := &produceHook{}
 	cl, err := kgo.NewClient(b.producerOpts(topic, b.o.linger, h)...)
 	if err != nil {
@@ -158,7 +177,7 @@ func (b *bench) produceKgate(ctx context.Context, topic string, size int) (produ
 		return produceRun{}, err
 	}
 	m0, a0 := b.markCPU(), acked.Load()
-	if err := sleep(ctx, b.o.duration); err != nil {
+	if err := sleep(ctx, measure); err != nil {
 		return produceRun{}, err
 	}
 	a1, at := acked.Load(), time.Now()
@@ -191,7 +210,7 @@ func (b *bench) produceKgate(ctx context.Context, topic string, size int) (produ
 // produceBaseline XADDs the same kind of records straight to Redis: each pipeline holds perReq
 // batches of perBatch records, each batch on the next partition, as one kgate Produce request does.
 // Its streams are removed afterwards (the consume baseline reads kgate's own streams).
-func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, perBatch, perReq int) (produceRun, error) {
+func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, perBatch, perReq int, measure time.Duration) (produceRun, error) {
 	rdb := b.base.Client()
 	keys := make([]string, parts)
 	for p := range keys {
@@ -238,7 +257,7 @@ func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, 
 		return produceRun{}, err
 	}
 	m0, t0 := b.markCPU(), total.Load()
-	if err := sleep(ctx, b.o.duration); err != nil {
+	if err := sleep(ctx, measure); err != nil {
 		return produceRun{}, err
 	}
 	t1, at := total.Load(), time.Now()

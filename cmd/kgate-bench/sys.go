@@ -63,6 +63,26 @@ func (b *bench) cpuSince(m cpuMark) cpuUse {
 	return u
 }
 
+// plus is the CPU use of two measured windows taken together.
+func (u cpuUse) plus(v cpuUse) cpuUse {
+	if u.WallSec == 0 {
+		return v
+	}
+	wall := u.WallSec + v.WallSec
+	w := cpuUse{ProcSec: u.ProcSec + v.ProcSec, WallSec: wall}
+	w.Proc = 100 * w.ProcSec / wall
+	if u.RedisSec != nil && v.RedisSec != nil {
+		rs := *u.RedisSec + *v.RedisSec
+		r := 100 * rs / wall
+		w.Redis, w.RedisSec = &r, &rs
+	}
+	if u.Other != nil && v.Other != nil {
+		o := (*u.Other*u.WallSec + *v.Other*v.WallSec) / wall
+		w.Other = &o
+	}
+	return w
+}
+
 // perRecord is CPU microseconds per record of this process and of redis-server (NaN when unknown).
 func (u cpuUse) perRecord(records float64) (proc, redis float64) {
 	proc, redis = math.NaN(), math.NaN()
