@@ -43,6 +43,11 @@ type latencyRun struct {
 }
 
 func (b *bench) latencyPhase(ctx context.Context) error {
+	stopProfile, err := b.profilePhase("latency")
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	parts, size := b.o.latPartitions, b.o.latSize
 	warm := b.o.latDuration / 10
 	b.rep.meta("latency", fmt.Sprintf("%d B values over %d partition(s); franz-go producer linger=%v, acks=-1, idempotent; franz-go consumer long-polling (max wait 5s, min bytes 1); each rate: %v warm-up + %v measured; latency = consumer poll return - time the record was handed to the producer; baseline: XADD pipelined per 1 ms tick by one sender, XREAD BLOCK consumer",
