@@ -37,6 +37,7 @@ type Kafka struct {
 	Advertised     string `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
 	MaxFrameBytes  int32  `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
 	MaxConnections int    `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
+	TailCacheBytes int64  `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records, so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
 }
 
 // Redis is the backing store. No addresses means the embedded in-process
@@ -102,8 +103,9 @@ type Metrics struct {
 func Default() Config {
 	return Config{
 		Kafka: Kafka{
-			Listen:        "0.0.0.0:9092",
-			MaxFrameBytes: 100 << 20,
+			Listen:         "0.0.0.0:9092",
+			MaxFrameBytes:  100 << 20,
+			TailCacheBytes: 64 << 20,
 		},
 		Redis: Redis{
 			Namespace:      "kgate",
@@ -183,6 +185,9 @@ func (c Config) Validate() error {
 		// A produce request carrying one maximal batch must still fit in a frame.
 		add(keyErr("kafka.max_frame_bytes", "%d is smaller than topics.max_message_bytes (%d)",
 			c.Kafka.MaxFrameBytes, c.Topics.MaxMessageBytes))
+	}
+	if c.Kafka.TailCacheBytes < 0 {
+		add(keyErr("kafka.tail_cache_bytes", "must be >= 0 (0 = off), got %d", c.Kafka.TailCacheBytes))
 	}
 	if c.Kafka.MaxConnections < 0 {
 		add(keyErr("kafka.max_connections", "must be >= 0 (0 = unlimited), got %d", c.Kafka.MaxConnections))

@@ -47,6 +47,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 	var (
 		batches []*redisstore.Batch
 		slots   []slot
+		ids     [][16]byte // topic ID of each batch
 		now     = time.Now().UnixMilli()
 	)
 	for ti := range req.Topics {
@@ -79,6 +80,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 				}
 				batches = append(batches, b)
 				slots = append(slots, slot{ti, pi})
+				ids = append(ids, topic.ID)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -99,8 +101,11 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 			}
 			sp.BaseOffset, sp.LogStartOffset = r.BaseOffset, r.LogStartOffset
 			if !r.Duplicate {
-				recordsProduced(batches[i].Topic, len(batches[i].Records))
-				g.notify.notify(partKey{batches[i].Topic, batches[i].Partition})
+				b := batches[i]
+				key := partKey{b.Topic, b.Partition}
+				recordsProduced(b.Topic, len(b.Records))
+				g.tail.add(key, ids[i], r.BaseOffset, b.Records, b.LogAppendTime)
+				g.notify.notify(key)
 				g.publishAppend(batches[i].Topic, batches[i].Partition)
 			}
 		}

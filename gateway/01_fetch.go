@@ -247,7 +247,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	}
 	fromAhead := results != nil
 	if !fromAhead {
-		results = c.g.store.Read(ctx, reqs)
+		results = c.readFresh(ctx, parts, reqs)
 	}
 	total, failed := 0, false
 	budget := int(maxBytes)
@@ -289,6 +289,48 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		budget -= len(sp.RecordBatches)
 	}
 	return total, failed, fromAhead
+}
+
+// readFresh reads reqs, taking the records of partitions the tail cache holds from the cache (only
+// their offsets come from Redis); a partition the cache turns out not to reach the high watermark of
+// is read from Redis in a second round trip.
+func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redisstore.ReadRequest) []redisstore.ReadResult {
+	tail := c.g.tail
+	var cached []int
+	var counts []int64
+	for i := range parts {
+		if reqs[i].Count > 0 && tail.covers(parts[i].key, parts[i].topicID, parts[i].offset) {
+			cached = append(cached, i)
+			counts = append(counts, reqs[i].Count)
+			reqs[i].Count = 0 // offsets only
+		}
+	}
+	results := c.g.store.Read(ctx, reqs)
+	var missed []int
+	for j, i := range cached {
+		reqs[i].Count = counts[j]
+		r := &results[i]
+		if r.Err != nil || parts[i].offset < r.Start || parts[i].offset > r.End {
+			continue // answered from the offsets alone
+		}
+		if recs := tail.get(parts[i].key, parts[i].topicID, parts[i].offset, r.End); recs != nil {
+			r.Records = recs
+			tailCacheOutcome(true)
+		} else {
+			missed = append(missed, i)
+			tailCacheOutcome(false)
+		}
+	}
+	if len(missed) > 0 {
+		again := make([]redisstore.ReadRequest, len(missed))
+		for j, i := range missed {
+			again[j] = reqs[i]
+		}
+		for j, r := range c.g.store.Read(ctx, again) {
+			results[missed[j]] = r
+		}
+	}
+	return results
 }
 
 // nextOffset is the offset after the first n records of recs at or after from (from when n is 0).

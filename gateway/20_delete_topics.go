@@ -58,6 +58,7 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 		}
 		err := g.store.DeleteTopic(ctx, name)
 		g.topics.invalidate()
+		g.tail.forget(name)
 		switch {
 		case errors.Is(err, redisstore.ErrUnknownTopic):
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -45,6 +45,10 @@ type Config struct {
 	LagMetrics   bool // export consumer-group lag per partition
 	LagMaxSeries int
 
+	// TailCacheBytes bounds the copies of recently appended records kept for fetches at the end of
+	// partitions (tail_cache.go); 0: 64 MiB; negative: none.
+	TailCacheBytes int64
+
 	Groups coordinator.Config
 }
 
@@ -55,6 +59,9 @@ type Peer struct {
 }
 
 func (c *Config) fillDefaults() {
+	if c.TailCacheBytes == 0 {
+		c.TailCacheBytes = 64 << 20
+	}
 	if c.MaxFrameBytes <= 0 {
 		c.MaxFrameBytes = 100 << 20
 	}
@@ -94,6 +101,7 @@ type Gateway struct {
 	log    zerolog.Logger
 	topics *topicCache
 	notify *appendNotifier
+	tail   *tailCache // nil: disabled
 	coord  *coordinator.Coordinator
 	nodes  *membership
 
@@ -131,6 +139,7 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		log:     log,
 		topics:  newTopicCache(store),
 		notify:  newAppendNotifier(),
+		tail:    newTailCache(cfg.TailCacheBytes),
 		coord:   coordinator.New(cfg.Groups),
 		ready:   make(chan struct{}),
 		conns:   make(map[net.Conn]struct{}),

@@ -45,6 +45,10 @@ var (
 		Name: "kgate_fetch_read_ahead_total",
 		Help: "Background reads for a connection's next fetch, by outcome: used, or unused (the fetch asked for other offsets, or the read failed or expired).",
 	}, []string{"outcome"})
+	mTailCache = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kgate_fetch_tail_cache_total",
+		Help: "Partition reads at the end of a partition, by outcome: hit (records from the gateway's tail cache) or miss (read from Redis).",
+	}, []string{"outcome"})
 	mConnections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kgate_open_connections", Help: "Open Kafka client connections.",
 	})
@@ -52,7 +56,7 @@ var (
 
 func init() {
 	metricsRegistry.MustRegister(mRequests, mLatency, mErrors, mBytesIn, mBytesOut, mProduced, mFetched,
-		mReadAhead, mConnections, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		mReadAhead, mTailCache, mConnections, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 }
 
 func connectionsOpened() { mConnections.Inc() }
@@ -60,11 +64,27 @@ func connectionsClosed() { mConnections.Dec() }
 func bytesIn(n int)      { mBytesIn.Add(float64(n)) }
 func bytesOut(n int)     { mBytesOut.Add(float64(n)) }
 
+// Counters of fixed label values, looked up once.
+var (
+	mReadAheadUsed   = mReadAhead.WithLabelValues("used")
+	mReadAheadUnused = mReadAhead.WithLabelValues("unused")
+	mTailCacheHit    = mTailCache.WithLabelValues("hit")
+	mTailCacheMiss   = mTailCache.WithLabelValues("miss")
+)
+
 func readAheadOutcome(used bool) {
 	if used {
-		mReadAhead.WithLabelValues("used").Inc()
+		mReadAheadUsed.Inc()
 	} else {
-		mReadAhead.WithLabelValues("unused").Inc()
+		mReadAheadUnused.Inc()
+	}
+}
+
+func tailCacheOutcome(hit bool) {
+	if hit {
+		mTailCacheHit.Inc()
+	} else {
+		mTailCacheMiss.Inc()
 	}
 }
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway"
 )
 
 // Fetch: long-poll wake-up by appends, v13 topic IDs, OFFSET_OUT_OF_RANGE, byte limits.
@@ -295,5 +298,68 @@ func TestFetchReadAhead(t *testing.T) {
 		if sp.ErrorCode != 0 || len(sp.RecordBatches) == 0 {
 			t.Fatalf("recreated topic: fetch at %d: error %d, %d bytes", next, sp.ErrorCode, len(sp.RecordBatches))
 		}
+	})
+}
+
+// TestFetchTailCache: a consumer at the end of a partition is answered from the records its gateway
+// appended (the cache metric counts hits), and never misses what another gateway appended: with two
+// gateways on one namespace, records produced through the second are fetched through the first in
+// order, whether they come after the first gateway's cached records or between two of its appends.
+func TestFetchTailCache(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g1 := startGateway(t, b)
+		g2 := startGateway(t, b, gatewayOpts{namespace: g1.Namespace, mutate: func(c *gateway.Config) { c.NodeID = 1 }})
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g1), 1, nil, "tail")
+		c1, c2 := dialRaw(t, g1.Addr), dialRaw(t, g2.Addr)
+		produce := func(c *rawConn, values ...string) {
+			t.Helper()
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("tail", 0, -1, rawBatch(t, -1, -1, -1, 1000, values...))))
+			if sp.ErrorCode != 0 {
+				t.Fatalf("produce %v: error %d", values, sp.ErrorCode)
+			}
+		}
+		fetch := func(offset int64) []string {
+			t.Helper()
+			sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c1, 12, fetchReq("tail", [16]byte{}, 0, offset, 1<<20)))
+			if sp.ErrorCode != 0 {
+				t.Fatalf("fetch at %d: error %d", offset, sp.ErrorCode)
+			}
+			var got []string
+			for _, bt := range fetchedRecords(t, sp) {
+				for i, r := range bt.Records {
+					got = append(got, fmt.Sprintf("%d:%s", bt.BaseOffset+int64(i), r.Value))
+				}
+			}
+			return got
+		}
+		hits := func() float64 {
+			v, _ := scrapeMetrics(t, g1).value("kgate_fetch_tail_cache_total", map[string]string{"outcome": "hit"})
+			return v
+		}
+		expect := func(offset int64, want ...string) {
+			t.Helper()
+			if got := fetch(offset); !slices.Equal(got, want) {
+				t.Fatalf("fetch at %d through the first gateway: %v, want %v", offset, got, want)
+			}
+		}
+
+		produce(c1, "a0", "a1", "a2")
+		h0 := hits()
+		expect(1, "1:a1", "2:a2")
+		expect(3)
+		if h := hits(); h < h0+2 {
+			t.Fatalf("tail cache hits %v after two fetches at the end, before %v", h, h0)
+		}
+		// The second gateway appends after the first gateway's cached records.
+		produce(c2, "b3", "b4")
+		expect(1, "1:a1", "2:a2", "3:b3", "4:b4")
+		expect(3, "3:b3", "4:b4")
+		// ... and between two appends of the first.
+		produce(c1, "a5")
+		produce(c2, "b6")
+		produce(c1, "a7")
+		expect(4, "4:b4", "5:a5", "6:b6", "7:a7")
+		expect(7, "7:a7")
 	})
 }

@@ -68,6 +68,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		AdminAdvertised:       cfg.Admin.Advertised,
 		MaxFrameBytes:         cfg.Kafka.MaxFrameBytes,
 		MaxConnections:        cfg.Kafka.MaxConnections,
+		TailCacheBytes:        tailCacheBytes(cfg.Kafka.TailCacheBytes),
 		AutoCreateTopics:      cfg.Topics.AutoCreate,
 		DefaultPartitions:     cfg.Topics.Partitions,
 		DefaultRetentionMs:    cfg.Topics.RetentionMs,
@@ -108,4 +109,12 @@ func newLogger(c configs.Log) zerolog.Logger {
 		log = zerolog.New(os.Stderr)
 	}
 	return log.Level(level).With().Timestamp().Logger()
+}
+
+// tailCacheBytes maps the setting (0 = off) to the gateway's (0 = its default, negative = off).
+func tailCacheBytes(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -1,0 +1,117 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+func tailRecords(prefix string, n int) []redisstore.Record {
+	recs := make([]redisstore.Record, n)
+	for i := range recs {
+		recs[i] = redisstore.Record{Timestamp: int64(1000 + i), Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}
+	}
+	return recs
+}
+
+func values(recs []redisstore.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, fmt.Sprintf("%d:%s", r.Offset, r.Value))
+	}
+	return out
+}
+
+// TestTailCacheRanges: contiguous appends extend a partition's records; a read is answered only when
+// the cache holds every offset up to the high watermark, for the same topic ID.
+func TestTailCacheRanges(t *testing.T) {
+	tc := newTailCache(1 << 20)
+	k, id := partKey{"t", 0}, [16]byte{1}
+	tc.add(k, id, 10, tailRecords("a", 3), 0)
+	tc.add(k, id, 13, tailRecords("b", 2), 0)
+	if got := fmt.Sprint(values(tc.get(k, id, 11, 15))); got != "[11:a-1 12:a-2 13:b-0 14:b-1]" {
+		t.Fatalf("get 11..15: %s", got)
+	}
+	if got := tc.get(k, id, 15, 15); got == nil || len(got) != 0 {
+		t.Fatalf("get at the end: %v, want empty", got)
+	}
+	for _, c := range []struct {
+		id       [16]byte
+		from, to int64
+	}{{id, 9, 15}, {[16]byte{2}, 11, 15}, {id, 16, 16}} {
+		if got := tc.get(k, c.id, c.from, c.to); got != nil {
+			t.Errorf("get %x %d..%d: %v, want nil", c.id, c.from, c.to, values(got))
+		}
+	}
+	// A high watermark below the cached records: another incarnation; dropped.
+	if got := tc.get(k, id, 11, 14); got != nil || tc.covers(k, id, 11) {
+		t.Fatalf("cache reaching past the high watermark answered %v", values(got))
+	}
+	// Not contiguous (another gateway appended 15..19): starts over at 20.
+	tc.add(k, id, 10, tailRecords("a", 5), 0)
+	tc.add(k, id, 20, tailRecords("c", 2), 0)
+	if tc.covers(k, id, 14) || !tc.covers(k, id, 20) || !tc.covers(k, id, 22) || tc.covers(k, id, 23) {
+		t.Fatal("cache kept records across a gap")
+	}
+	tc.forget("t")
+	if tc.covers(k, id, 20) {
+		t.Fatal("forget kept the topic")
+	}
+}
+
+// TestTailCacheCopies: records are copied (the request buffer they came from is reused), null and
+// empty keys stay apart, headers are kept, and the log append time replaces timestamps.
+func TestTailCacheCopies(t *testing.T) {
+	tc := newTailCache(1 << 20)
+	k, id := partKey{"t", 0}, [16]byte{1}
+	buf := []byte("keyvaluehnamehval")
+	recs := []redisstore.Record{
+		{Timestamp: 5, Key: buf[0:3], Value: buf[3:8], Headers: []redisstore.Header{{Key: "h", Value: buf[13:17]}, {Key: "n"}}},
+		{Timestamp: 6, Key: nil, Value: []byte{}},
+	}
+	tc.add(k, id, 0, recs, 99)
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	got := tc.get(k, id, 0, 2)
+	if string(got[0].Key) != "key" || string(got[0].Value) != "value" || got[0].Timestamp != 99 ||
+		len(got[0].Headers) != 2 || got[0].Headers[0].Key != "h" || string(got[0].Headers[0].Value) != "hval" || got[0].Headers[1].Value != nil {
+		t.Fatalf("record 0: %+v", got[0])
+	}
+	if got[1].Key != nil || got[1].Value == nil || len(got[1].Value) != 0 || got[1].Offset != 1 {
+		t.Fatalf("record 1: null key or empty value lost: %+v", got[1])
+	}
+}
+
+// TestTailCacheBounds: a partition keeps its newest records within its share; past the cache's total
+// the partition appended to longest ago goes.
+func TestTailCacheBounds(t *testing.T) {
+	tc := newTailCache(1 << 20)
+	tc.perPart = 1000
+	k, id := partKey{"t", 0}, [16]byte{1}
+	big := bytes.Repeat([]byte("v"), 200)
+	for i := range 20 {
+		tc.add(k, id, int64(i), []redisstore.Record{{Value: big}}, 0)
+	}
+	if tc.covers(k, id, 10) || !tc.covers(k, id, 17) || tc.bytes > 1000 {
+		t.Fatalf("partition share not enforced: covers 10 %v, 17 %v, %d bytes", tc.covers(k, id, 10), tc.covers(k, id, 17), tc.bytes)
+	}
+	tc = newTailCache(2000)
+	tc.perPart = 1000
+	for p := range int32(4) {
+		tc.add(partKey{"t", p}, id, 0, []redisstore.Record{{Value: big}, {Value: big}}, 0)
+	}
+	if tc.bytes > 2000 || tc.covers(partKey{"t", 0}, id, 0) || !tc.covers(partKey{"t", 3}, id, 0) {
+		t.Fatalf("total bound: %d bytes, partition 0 kept %v, 3 kept %v", tc.bytes, tc.covers(partKey{"t", 0}, id, 0), tc.covers(partKey{"t", 3}, id, 0))
+	}
+	if newTailCache(0) != nil || newTailCache(-1) != nil {
+		t.Fatal("a cache without bytes exists")
+	}
+	var off *tailCache
+	off.add(k, id, 0, tailRecords("a", 1), 0)
+	if off.get(k, id, 0, 1) != nil || off.covers(k, id, 0) {
+		t.Fatal("a disabled cache answered")
+	}
+}
