@@ -134,6 +134,24 @@ func BenchmarkFetchEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkTailCacheAdd is what the tail cache adds to an accepted produce batch: copying its records
+// (they point into the request buffer) and linking them to the partition's newest ones.
+func BenchmarkTailCacheAdd(b *testing.B) {
+	for _, hdrs := range []int{0, 1} {
+		for _, n := range benchRecordCounts {
+			recs := benchStoredRecords(n, benchValueSize, hdrs)
+			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
+				tc := newTailCache(64 << 20)
+				k, id, base := partKey{"bench", 0}, [16]byte{1}, int64(0)
+				benchPerRecord(b, n, func() {
+					tc.add(k, id, base, recs, 0)
+					base += int64(n)
+				})
+			})
+		}
+	}
+}
+
 // discardConn is a net.Conn whose writes go nowhere (the response side of BenchmarkFetchRedis).
 type discardConn struct{ net.Conn }
 

@@ -30,14 +30,20 @@ type tailCache struct {
 	clock   uint64
 }
 
-// tailPart is one partition's newest records: recs[i] has offset base+i.
+// tailPart is one partition's newest records, as the batches that appended them: chunks[0] starts at
+// offset base, each chunk continues where the previous one ends.
 type tailPart struct {
 	id      [16]byte
 	base    int64
-	recs    []redisstore.Record
-	sizes   []int64 // bytes of each record (to trim from the front)
+	end     int64 // offset after the last record
+	chunks  []tailChunk
 	bytes   int64
 	touched uint64
+}
+
+type tailChunk struct {
+	recs  []redisstore.Record
+	bytes int64
 }
 
 func newTailCache(max int64) *tailCache {
@@ -53,33 +59,36 @@ func (tc *tailCache) add(k partKey, id [16]byte, base int64, recs []redisstore.R
 	if tc == nil || len(recs) == 0 {
 		return
 	}
-	copied, sizes, total := copyRecords(recs, base, logAppendTime)
+	copied, size := copyRecords(recs, base, logAppendTime)
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.clock++
 	p := tc.parts[k]
-	if p == nil || p.id != id || p.base+int64(len(p.recs)) != base {
+	if p == nil || p.id != id || p.end != base {
 		// New, recreated, or not contiguous (another gateway appended in between): start over.
 		if p != nil {
 			tc.bytes -= p.bytes
 		}
-		p = &tailPart{id: id, base: base}
+		p = &tailPart{id: id, base: base, end: base}
 		tc.parts[k] = p
 	}
-	p.recs = append(p.recs, copied...)
-	p.sizes = append(p.sizes, sizes...)
-	p.bytes += total
-	tc.bytes += total
+	p.chunks = append(p.chunks, tailChunk{recs: copied, bytes: size})
+	p.end += int64(len(copied))
+	p.bytes += size
+	tc.bytes += size
 	p.touched = tc.clock
-	// Trim the oldest records beyond the partition's share (always keeping the newest batch whole).
+	// Drop the oldest batches beyond the partition's share, always keeping the newest.
 	drop := 0
-	for p.bytes > tc.perPart && len(p.recs)-drop > len(copied) {
-		p.bytes -= p.sizes[drop]
-		tc.bytes -= p.sizes[drop]
+	for p.bytes > tc.perPart && drop < len(p.chunks)-1 {
+		c := &p.chunks[drop]
+		p.bytes -= c.bytes
+		tc.bytes -= c.bytes
+		p.base += int64(len(c.recs))
 		drop++
 	}
 	if drop > 0 {
-		p.recs, p.sizes, p.base = p.recs[drop:], p.sizes[drop:], p.base+int64(drop)
+		clear(p.chunks[:drop]) // release the records; append reallocates the slice as it needs
+		p.chunks = p.chunks[drop:]
 	}
 	for tc.bytes > tc.max && len(tc.parts) > 1 {
 		tc.evictOldest(k)
@@ -118,17 +127,36 @@ func (tc *tailCache) get(k partKey, id [16]byte, from, to int64) []redisstore.Re
 	if p == nil {
 		return nil
 	}
-	if end := p.base + int64(len(p.recs)); end > to {
+	if p.end > to {
 		tc.bytes -= p.bytes
 		delete(tc.parts, k)
 		return nil
 	}
-	if p.id != id || from < p.base || to > p.base+int64(len(p.recs)) {
+	if p.id != id || from < p.base || to > p.end {
 		return nil
 	}
-	// The slice is never written below its length again (appends go past it, trims reslice), so the
-	// caller may read it after the lock is released.
-	return p.recs[from-p.base : to-p.base : to-p.base]
+	// Chunks are never written after they are added, so the records may be read after the lock is
+	// released. A range within one batch is a slice of it; a longer one is copied together.
+	var out []redisstore.Record
+	at := p.base
+	for _, c := range p.chunks {
+		cend := at + int64(len(c.recs))
+		if cend > from && at < to {
+			part := c.recs[max(from, at)-at : min(to, cend)-at]
+			if out == nil && to <= cend {
+				return part[:len(part):len(part)]
+			}
+			if out == nil {
+				out = make([]redisstore.Record, 0, to-from)
+			}
+			out = append(out, part...)
+		}
+		at = cend
+	}
+	if out == nil {
+		out = []redisstore.Record{}
+	}
+	return out
 }
 
 // covers reports whether the cache holds offset from for topic ID id (and so may answer a read from
@@ -140,7 +168,7 @@ func (tc *tailCache) covers(k partKey, id [16]byte, from int64) bool {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	p := tc.parts[k]
-	return p != nil && p.id == id && from >= p.base && from <= p.base+int64(len(p.recs))
+	return p != nil && p.id == id && from >= p.base && from <= p.end
 }
 
 // forget drops a partition (its topic was deleted or recreated here).
@@ -159,7 +187,8 @@ func (tc *tailCache) forget(topic string) {
 }
 
 // copyRecords copies recs into one slab, with offsets from base and, when set, the log append time.
-func copyRecords(recs []redisstore.Record, base, logAppendTime int64) ([]redisstore.Record, []int64, int64) {
+// It returns the copies and their approximate memory size.
+func copyRecords(recs []redisstore.Record, base, logAppendTime int64) ([]redisstore.Record, int64) {
 	n, nh := 0, 0
 	for i := range recs {
 		r := &recs[i]
@@ -170,10 +199,11 @@ func copyRecords(recs []redisstore.Record, base, logAppendTime int64) ([]redisst
 		nh += len(r.Headers)
 	}
 	slab := make([]byte, 0, n)
-	headers := make([]redisstore.Header, 0, nh)
+	var headers []redisstore.Header
+	if nh > 0 {
+		headers = make([]redisstore.Header, 0, nh)
+	}
 	out := make([]redisstore.Record, len(recs))
-	sizes := make([]int64, len(recs))
-	var total int64
 	take := func(b []byte) []byte {
 		if b == nil {
 			return nil
@@ -190,20 +220,17 @@ func copyRecords(recs []redisstore.Record, base, logAppendTime int64) ([]redisst
 			c.Timestamp = logAppendTime
 		}
 		c.Key, c.Value = take(r.Key), take(r.Value)
-		size := int64(64 + len(r.Key) + len(r.Value))
 		if len(r.Headers) > 0 {
 			from := len(headers)
 			for _, h := range r.Headers {
-				from := len(slab)
+				at := len(slab)
 				slab = append(slab, h.Key...)
-				key := unsafe.String(unsafe.SliceData(slab[from:]), len(h.Key))
+				key := unsafe.String(unsafe.SliceData(slab[at:]), len(h.Key))
 				headers = append(headers, redisstore.Header{Key: key, Value: take(h.Value)})
-				size += int64(32 + len(h.Key) + len(h.Value))
 			}
 			c.Headers = headers[from:len(headers):len(headers)]
 		}
-		sizes[i] = size
-		total += size
 	}
-	return out, sizes, total
+	size := int64(n) + int64(len(recs))*int64(unsafe.Sizeof(redisstore.Record{})) + int64(nh)*int64(unsafe.Sizeof(redisstore.Header{}))
+	return out, size
 }
