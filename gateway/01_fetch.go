@@ -138,8 +138,8 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	for {
 		got, fail, fromAhead := c.readFetch(ctx, parts, maxBytes, &bufs, ahead)
 		ahead, failed = false, fail
-		if fromAhead && (failed || got < int(req.MinBytes)) {
-			continue // a snapshot that cannot answer at once: read afresh before any waiting
+		if fromAhead && !failed && got < int(req.MinBytes) {
+			continue // a read-ahead that cannot answer at once: read afresh before any waiting
 		}
 		if waiter == nil || failed || got >= int(req.MinBytes) {
 			break
@@ -208,7 +208,7 @@ func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
 	for i := range parts {
 		more = more || parts[i].more
 	}
-	if !more {
+	if !more || !c.wantReadAhead() {
 		return
 	}
 	ids := make([][16]byte, len(parts))
@@ -241,7 +241,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		for i := range parts {
 			ids[i] = parts[i].topicID
 		}
-		if results = c.takeReadAhead(ctx, reqs, ids); results != nil {
+		if results = c.takeReadAhead(ctx, reqs, ids); results != nil && results[0].Err == nil {
 			c.freshOffsets(ctx, reqs, results)
 		}
 	}
@@ -305,6 +305,7 @@ func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redissto
 			reqs[i].Count = 0 // offsets only
 		}
 	}
+	since := tail.now() // before the high watermarks are read
 	results := c.g.store.Read(ctx, reqs)
 	var missed []int
 	for j, i := range cached {
@@ -313,7 +314,7 @@ func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redissto
 		if r.Err != nil || parts[i].offset < r.Start || parts[i].offset > r.End {
 			continue // answered from the offsets alone
 		}
-		if recs := tail.get(parts[i].key, parts[i].topicID, parts[i].offset, r.End); recs != nil {
+		if recs := tail.get(parts[i].key, parts[i].topicID, parts[i].offset, r.End, since); recs != nil {
 			r.Records = recs
 			tailCacheOutcome(true)
 		} else {

@@ -30,6 +30,9 @@ type conn struct {
 	// ahead is the read-ahead for the next fetch (read_ahead.go); aheadWG tracks its reads.
 	ahead   *readAhead
 	aheadWG sync.WaitGroup
+	// aheadMisses counts read-aheads in a row the next fetch did not use; aheadSkipped the chances
+	// to read ahead passed up since (wantReadAhead).
+	aheadMisses, aheadSkipped int
 }
 
 // Request and response buffers are recycled between requests of all connections through a

@@ -82,3 +82,28 @@ func TestAppendNotifier(t *testing.T) {
 		t.Fatal("waiter left registered")
 	}
 }
+
+// TestWantReadAhead: after three unused read-aheads in a row a connection reads ahead once in 16
+// chances, and fully again after one is used.
+func TestWantReadAhead(t *testing.T) {
+	c := &conn{}
+	for i := range readAheadMaxMisses {
+		if !c.wantReadAhead() {
+			t.Fatalf("chance %d refused before any miss limit", i)
+		}
+		c.aheadMisses++
+	}
+	tries := 0
+	for range 4 * readAheadRetry {
+		if c.wantReadAhead() {
+			tries++
+		}
+	}
+	if tries != 4 {
+		t.Fatalf("%d read-aheads in %d chances after %d misses, want 4", tries, 4*readAheadRetry, readAheadMaxMisses)
+	}
+	c.aheadMisses = 0 // one was used
+	if !c.wantReadAhead() {
+		t.Fatal("read-ahead still refused after one was used")
+	}
+}

@@ -66,7 +66,8 @@ func (c *conn) startReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) {
 // takeReadAhead returns, in the order of reqs, the read-ahead's results for exactly these partitions
 // and offsets (of the topics ids; clients may reorder partitions between fetches), waiting for a read
 // still in flight; otherwise nil. Either way the read-ahead is used up. The results' offsets are
-// those of the read-ahead: the caller replaces them (freshOffsets).
+// those of the read-ahead: the caller replaces them (freshOffsets), unless the results carry the
+// read-ahead's failure (every one of them then does).
 func (c *conn) takeReadAhead(ctx context.Context, reqs []redisstore.ReadRequest, ids [][16]byte) []redisstore.ReadResult {
 	ra := c.ahead
 	if ra == nil {
@@ -76,7 +77,30 @@ func (c *conn) takeReadAhead(ctx context.Context, reqs []redisstore.ReadRequest,
 	defer ra.cancel()
 	out := ra.answer(ctx, reqs, ids)
 	readAheadOutcome(out != nil)
+	if out == nil {
+		c.aheadMisses++
+	} else {
+		c.aheadMisses = 0
+	}
 	return out
+}
+
+// Reading ahead for a client whose next fetch keeps asking for something else (one that leaves out
+// partitions it still has records of, or changes its partitions between fetches) only adds Redis
+// reads: after readAheadMaxMisses unused read-aheads in a row, a connection reads ahead only once in
+// readAheadRetry opportunities, until one is used again.
+const (
+	readAheadMaxMisses = 3
+	readAheadRetry     = 16
+)
+
+// wantReadAhead reports whether the connection should read ahead now.
+func (c *conn) wantReadAhead() bool {
+	if c.aheadMisses < readAheadMaxMisses {
+		return true
+	}
+	c.aheadSkipped++
+	return c.aheadSkipped%readAheadRetry == 0
 }
 
 // answer is the read-ahead's results in the order of reqs, or nil when they do not answer reqs.
@@ -98,8 +122,13 @@ func (ra *readAhead) answer(ctx context.Context, reqs []redisstore.ReadRequest, 
 	}
 	out := make([]redisstore.ReadResult, len(reqs))
 	for i, j := range order {
-		if res[j].Err != nil {
-			return nil // a failure is reported by a fresh read, not from a read-ahead
+		if err := res[j].Err; err != nil {
+			// Redis failed moments ago: the whole fetch answers with the (retriable) error now
+			// rather than wait out a second timeout on a fresh read.
+			for i := range out {
+				out[i] = redisstore.ReadResult{Err: err}
+			}
+			return out
 		}
 		out[i] = res[j]
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"container/list"
 	"sync"
 	"unsafe"
 
@@ -24,10 +25,11 @@ import (
 type tailCache struct {
 	mu      sync.Mutex
 	parts   map[partKey]*tailPart
+	lru     list.List // of partKey, the partition appended to last in front
 	bytes   int64
 	max     int64
 	perPart int64
-	clock   uint64
+	clock   uint64 // counts appends
 }
 
 // tailPart is one partition's newest records, as the batches that appended them: chunks[0] starts at
@@ -38,7 +40,8 @@ type tailPart struct {
 	end     int64 // offset after the last record
 	chunks  []tailChunk
 	bytes   int64
-	touched uint64
+	touched uint64 // clock at its last append
+	elem    *list.Element
 }
 
 type tailChunk struct {
@@ -65,13 +68,16 @@ func (tc *tailCache) add(k partKey, id [16]byte, base int64, recs []redisstore.R
 	tc.clock++
 	p := tc.parts[k]
 	if p == nil || p.id != id || p.end != base {
-		// New, recreated, or not contiguous (another gateway appended in between): start over.
+		// New, recreated, or not contiguous (another gateway appended in between, or Redis lost
+		// writes in a failover and the offsets went back): start over.
 		if p != nil {
-			tc.bytes -= p.bytes
+			tc.drop(k, p)
 		}
 		p = &tailPart{id: id, base: base, end: base}
+		p.elem = tc.lru.PushFront(k)
 		tc.parts[k] = p
 	}
+	tc.lru.MoveToFront(p.elem)
 	p.chunks = append(p.chunks, tailChunk{recs: copied, bytes: size})
 	p.end += int64(len(copied))
 	p.bytes += size
@@ -90,34 +96,25 @@ func (tc *tailCache) add(k partKey, id [16]byte, base int64, recs []redisstore.R
 		clear(p.chunks[:drop]) // release the records; append reallocates the slice as it needs
 		p.chunks = p.chunks[drop:]
 	}
-	for tc.bytes > tc.max && len(tc.parts) > 1 {
-		tc.evictOldest(k)
+	for tc.bytes > tc.max && tc.lru.Len() > 1 {
+		last := tc.lru.Back().Value.(partKey)
+		tc.drop(last, tc.parts[last])
 	}
 }
 
-// evictOldest drops the partition appended to longest ago, other than keep.
-func (tc *tailCache) evictOldest(keep partKey) {
-	var (
-		oldest partKey
-		at     uint64
-		found  bool
-	)
-	for k, p := range tc.parts {
-		if k != keep && (!found || p.touched < at) {
-			oldest, at, found = k, p.touched, true
-		}
-	}
-	if found {
-		tc.bytes -= tc.parts[oldest].bytes
-		delete(tc.parts, oldest)
-	}
+// drop removes partition k (p) from the cache.
+func (tc *tailCache) drop(k partKey, p *tailPart) {
+	tc.bytes -= p.bytes
+	tc.lru.Remove(p.elem)
+	delete(tc.parts, k)
 }
 
 // get returns the records of offsets [from, to) when the cache holds all of them for topic ID id
-// (an empty, non-nil slice when from == to and the cache reaches from), else nil. to is the high
-// watermark just read: a cache reaching past it holds records Redis does not have (a topic deleted
-// and created again, or writes a failover lost) and is dropped, since a high watermark never goes back.
-func (tc *tailCache) get(k partKey, id [16]byte, from, to int64) []redisstore.Record {
+// (an empty, non-nil slice when from == to and the cache reaches from), else nil. to is a high
+// watermark read after the cache's clock showed since: a cache reaching past it without an append
+// since then holds records Redis does not have (a topic deleted and created again) and is dropped, as
+// a high watermark never goes back; one appended to since merely moved on after the read.
+func (tc *tailCache) get(k partKey, id [16]byte, from, to int64, since uint64) []redisstore.Record {
 	if tc == nil || to < from {
 		return nil
 	}
@@ -127,14 +124,14 @@ func (tc *tailCache) get(k partKey, id [16]byte, from, to int64) []redisstore.Re
 	if p == nil {
 		return nil
 	}
-	if p.end > to {
-		tc.bytes -= p.bytes
-		delete(tc.parts, k)
+	if p.end > to && p.touched <= since {
+		tc.drop(k, p)
 		return nil
 	}
 	if p.id != id || from < p.base || to > p.end {
 		return nil
 	}
+	// to may be below p.end (appended to since the high watermark was read): only [from, to) is read.
 	// Chunks are never written after they are added, so the records may be read after the lock is
 	// released. A range within one batch is a slice of it; a longer one is copied together.
 	var out []redisstore.Record
@@ -159,6 +156,16 @@ func (tc *tailCache) get(k partKey, id [16]byte, from, to int64) []redisstore.Re
 	return out
 }
 
+// now is the cache's clock, to pass to get for a high watermark read after this call.
+func (tc *tailCache) now() uint64 {
+	if tc == nil {
+		return 0
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.clock
+}
+
 // covers reports whether the cache holds offset from for topic ID id (and so may answer a read from
 // there, depending on the high watermark).
 func (tc *tailCache) covers(k partKey, id [16]byte, from int64) bool {
@@ -180,8 +187,7 @@ func (tc *tailCache) forget(topic string) {
 	defer tc.mu.Unlock()
 	for k, p := range tc.parts {
 		if k.topic == topic {
-			tc.bytes -= p.bytes
-			delete(tc.parts, k)
+			tc.drop(k, p)
 		}
 	}
 }
