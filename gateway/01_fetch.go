@@ -183,17 +183,19 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 		if fromNext {
 			offset = p.next
 		}
-		count := p.sizing.count(int64(p.maxBytes))
-		if size := p.sizing.encoded.Load(); size > 0 && left <= 0 {
-			count = 0
-		} else if size > 0 {
-			count = min(count, left/size+1)
+		count, size := p.sizing.count(int64(p.maxBytes)), p.sizing.encoded.Load()
+		if size > 0 {
+			if left <= 0 {
+				count = 0
+			} else {
+				count = min(count, left/size+1)
+			}
 		}
 		expect := count
 		if end := p.sizing.end.Load(); end >= 0 {
 			expect = min(expect, max(end-offset, 0))
 		}
-		if size := p.sizing.encoded.Load(); size > 0 && expect > 0 {
+		if size > 0 && expect > 0 {
 			left -= expect*size + batchOverhead
 		}
 		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: max(expect, 1)}
@@ -211,11 +213,15 @@ func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
 	if !more || !c.wantReadAhead() {
 		return
 	}
+	c.startReadAhead(planReads(parts, maxBytes, true), topicIDs(parts))
+}
+
+func topicIDs(parts []fetchPart) [][16]byte {
 	ids := make([][16]byte, len(parts))
 	for i := range parts {
 		ids[i] = parts[i].topicID
 	}
-	c.startReadAhead(planReads(parts, maxBytes, true), ids)
+	return ids
 }
 
 // readFetch reads every partition once (from the read-ahead when useAhead is set and it answers
@@ -237,11 +243,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	*bufs = (*bufs)[:0]
 	var results []redisstore.ReadResult
 	if useAhead {
-		ids := make([][16]byte, len(parts))
-		for i := range parts {
-			ids[i] = parts[i].topicID
-		}
-		if results = c.takeReadAhead(ctx, reqs, ids); results != nil && results[0].Err == nil {
+		if results = c.takeReadAhead(ctx, reqs, topicIDs(parts)); results != nil && results[0].Err == nil {
 			c.freshOffsets(ctx, reqs, results)
 		}
 	}
