@@ -88,6 +88,12 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 	}
 
 	if len(batches) > 0 {
+		keys := make([]partKey, len(batches))
+		for i, b := range batches {
+			keys[i] = partKey{b.Topic, b.Partition}
+		}
+		g.tail.begin(keys)
+		defer g.tail.finish(keys)
 		results := g.store.Append(ctx, batches)
 		for i, r := range results {
 			sp := &resp.Topics[slots[i].t].Partitions[slots[i].p]
@@ -102,10 +108,9 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 			sp.BaseOffset, sp.LogStartOffset = r.BaseOffset, r.LogStartOffset
 			if !r.Duplicate {
 				b := batches[i]
-				key := partKey{b.Topic, b.Partition}
 				recordsProduced(b.Topic, len(b.Records))
-				g.tail.add(key, ids[i], r.BaseOffset, b.Records, b.LogAppendTime)
-				g.notify.notify(key)
+				g.tail.add(keys[i], ids[i], r.BaseOffset, b.Records, b.LogAppendTime)
+				g.notify.notify(keys[i])
 				g.publishAppend(batches[i].Topic, batches[i].Partition)
 			}
 		}

@@ -293,9 +293,14 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	return total, failed, fromAhead
 }
 
+// tailWait bounds how long a fetch waits for this gateway's own appends to reach the tail cache
+// before reading Redis: they are committed already and only their replies are being parsed.
+const tailWait = 5 * time.Millisecond
+
 // readFresh reads reqs, taking the records of partitions the tail cache holds from the cache (only
-// their offsets come from Redis); a partition the cache turns out not to reach the high watermark of
-// is read from Redis in a second round trip.
+// their offsets come from Redis); a partition the cache turns out not to reach the high watermark of,
+// even after this gateway's appends in flight to it are recorded, is read from Redis in a second
+// round trip.
 func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redisstore.ReadRequest) []redisstore.ReadResult {
 	tail := c.g.tail
 	var cached []int
@@ -316,7 +321,7 @@ func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redissto
 		if r.Err != nil || parts[i].offset < r.Start || parts[i].offset > r.End {
 			continue // answered from the offsets alone
 		}
-		if recs := tail.get(parts[i].key, parts[i].topicID, parts[i].offset, r.End, since); recs != nil {
+		if recs := tail.await(ctx, parts[i].key, parts[i].topicID, parts[i].offset, r.End, since, tailWait); recs != nil {
 			r.Records = recs
 			tailCacheOutcome(true)
 		} else {

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"container/list"
+	"context"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/kgate/kgate/redisstore"
@@ -23,13 +25,15 @@ import (
 // Memory is bounded: each partition keeps at most perPart bytes (its newest records), and when the
 // whole cache passes max bytes the partitions appended to longest ago are dropped.
 type tailCache struct {
-	mu      sync.Mutex
-	parts   map[partKey]*tailPart
-	lru     list.List // of partKey, the partition appended to last in front
-	bytes   int64
-	max     int64
-	perPart int64
-	clock   uint64 // counts appends
+	mu       sync.Mutex
+	parts    map[partKey]*tailPart
+	inflight map[partKey]int // appends this gateway has sent to Redis and not yet seen answered
+	wake     chan struct{}   // closed (and replaced) when appends are answered
+	lru      list.List       // of partKey, the partition appended to last in front
+	bytes    int64
+	max      int64
+	perPart  int64
+	clock    uint64 // counts appends
 }
 
 // tailPart is one partition's newest records, as the batches that appended them: chunks[0] starts at
@@ -53,7 +57,8 @@ func newTailCache(max int64) *tailCache {
 	if max <= 0 {
 		return nil
 	}
-	return &tailCache{parts: map[partKey]*tailPart{}, max: max, perPart: min(max, 1<<20)}
+	return &tailCache{parts: map[partKey]*tailPart{}, inflight: map[partKey]int{}, wake: make(chan struct{}),
+		max: max, perPart: min(max, 1<<20)}
 }
 
 // add records an accepted batch: recs (timestamps as stored) at offsets base, base+1, ... The records
@@ -120,6 +125,69 @@ func (tc *tailCache) get(k partKey, id [16]byte, from, to int64, since uint64) [
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	return tc.getLocked(k, id, from, to, since)
+}
+
+// await is get, but when the cache does not hold the records yet while this gateway has appends to the
+// partition in flight (Redis moves the high watermark before the gateway has parsed its reply and
+// recorded them), it waits for those appends, at most maxWait, instead of answering nil at once.
+func (tc *tailCache) await(ctx context.Context, k partKey, id [16]byte, from, to int64, since uint64, maxWait time.Duration) []redisstore.Record {
+	if tc == nil || to < from {
+		return nil
+	}
+	var timer *time.Timer
+	for {
+		tc.mu.Lock()
+		recs := tc.getLocked(k, id, from, to, since)
+		if recs != nil || tc.inflight[k] == 0 {
+			tc.mu.Unlock()
+			return recs
+		}
+		wake := tc.wake
+		tc.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(maxWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// begin notes appends to partitions ks going to Redis; finish, that they are answered (and recorded
+// with add when they succeeded).
+func (tc *tailCache) begin(ks []partKey) {
+	if tc == nil {
+		return
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, k := range ks {
+		tc.inflight[k]++
+	}
+}
+
+func (tc *tailCache) finish(ks []partKey) {
+	if tc == nil {
+		return
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for _, k := range ks {
+		if tc.inflight[k]--; tc.inflight[k] <= 0 {
+			delete(tc.inflight, k)
+		}
+	}
+	close(tc.wake)
+	tc.wake = make(chan struct{})
+}
+
+func (tc *tailCache) getLocked(k partKey, id [16]byte, from, to int64, since uint64) []redisstore.Record {
 	p := tc.parts[k]
 	if p == nil {
 		return nil

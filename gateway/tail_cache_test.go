@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/kgate/kgate/redisstore"
 )
@@ -121,4 +123,40 @@ func TestTailCacheBounds(t *testing.T) {
 	if off.get(k, id, 0, 1, 0) != nil || off.covers(k, id, 0) {
 		t.Fatal("a disabled cache answered")
 	}
+}
+
+// TestTailCacheAwait: a read the cache cannot answer yet waits for this gateway's appends in flight to
+// the partition (their records come with them), not for others, and not past its bound.
+func TestTailCacheAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tc := newTailCache(1 << 20)
+		k, id := partKey{"t", 0}, [16]byte{1}
+		tc.add(k, id, 0, tailRecords("a", 2), 0)
+		since := tc.now()
+		// Nothing in flight: the answer is at once.
+		if got := tc.await(t.Context(), k, id, 1, 4, since, time.Second); got != nil {
+			t.Fatalf("await without appends in flight: %v", values(got))
+		}
+		// An append in flight, answered after 10 ms.
+		tc.begin([]partKey{k})
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			tc.add(k, id, 2, tailRecords("b", 2), 0)
+			tc.finish([]partKey{k})
+		}()
+		start := time.Now()
+		if got := fmt.Sprint(values(tc.await(t.Context(), k, id, 1, 4, since, time.Second))); got != "[1:a-1 2:b-0 3:b-1]" {
+			t.Fatalf("await with an append in flight: %s", got)
+		}
+		if waited := time.Since(start); waited != 10*time.Millisecond {
+			t.Fatalf("waited %v for an append answered after 10ms", waited)
+		}
+		// An append in flight that does not answer: the wait ends at its bound.
+		tc.begin([]partKey{k})
+		start = time.Now()
+		if got := tc.await(t.Context(), k, id, 1, 9, tc.now(), 5*time.Millisecond); got != nil || time.Since(start) != 5*time.Millisecond {
+			t.Fatalf("await past its bound: %v after %v", values(got), time.Since(start))
+		}
+		tc.finish([]partKey{k})
+	})
 }
