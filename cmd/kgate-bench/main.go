@@ -1,7 +1,8 @@
 // Command kgate-bench measures kgate against the raw-Redis limit: it starts a redis-server (or uses
-// --redis ADDR) and an in-process gateway on 127.0.0.1, then runs each phase twice on the same Redis in
-// the same run, once through kgate with a franz-go client and once with go-redis talking to Redis
-// directly, and prints each kgate figure next to its baseline and their ratio.
+// --redis ADDR) and an in-process gateway on 127.0.0.1, then runs each phase on the same Redis in the
+// same run through kgate with a franz-go client and with go-redis talking to Redis directly, and prints
+// each kgate figure next to its baseline and their ratio. Produce and consume cases alternate the two
+// --rounds times and report over all of them, so the machine's drift falls on both sides.
 //
 // Phases (--phases, default all, in this order):
 //
