@@ -380,37 +380,47 @@ type ReadResult struct {
 // Read runs every request in one pipeline. A request outside [Start, End] gets no records (the caller
 // compares against the returned offsets); records are never returned from below Start or from End on.
 //
-// A large read is split in two halves by entry ID (offsets are dense IDs, so a range splits exactly)
-// that run as two pipelines on two connections at once: Redis answers them one after the other, but
-// their replies are parsed in parallel, and parsing is most of a read's cost. (Entries deleted natively
-// inside the first half make the read return that many fewer entries, never different ones.)
+// A large read is split by entry ID (offsets are dense IDs, so a range splits exactly) into up to
+// readSplitMax parts of about the same expected size that run as pipelines on as many connections at
+// once: Redis answers them one after the other, but their replies are parsed in parallel, and parsing is
+// most of a read's cost. (Entries deleted natively inside a part but the last make the read return that
+// many fewer entries, never different ones.)
 func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	out := make([]ReadResult, len(reqs))
-	first, second := splitReads(reqs, readSplitMin)
-	if len(second) == 0 {
-		s.readPieces(ctx, reqs, first, true, out)
+	parts := splitReads(reqs, readSplitMin, readSplitMax)
+	if len(parts) == 1 {
+		s.readPieces(ctx, reqs, parts[0], true, out)
 		return out
 	}
-	more := make([]ReadResult, len(reqs))
+	more := make([][]ReadResult, len(parts))
 	var wg sync.WaitGroup
-	wg.Go(func() { s.readPieces(ctx, reqs, second, false, more) })
-	s.readPieces(ctx, reqs, first, true, out)
+	for j := 1; j < len(parts); j++ {
+		more[j] = make([]ReadResult, len(reqs))
+		wg.Go(func() { s.readPieces(ctx, reqs, parts[j], false, more[j]) })
+	}
+	s.readPieces(ctx, reqs, parts[0], true, out)
 	wg.Wait()
-	for i := range out {
-		if out[i].Err == nil {
-			out[i].Err = more[i].Err
-		}
-		if len(more[i].Records) > 0 && out[i].Err == nil {
-			out[i].Records = append(out[i].Records, clip(more[i].Records, reqs[i].Offset, out[i].Offsets)...)
+	for j := 1; j < len(parts); j++ {
+		for i := range out {
+			if out[i].Err == nil {
+				out[i].Err = more[j][i].Err
+			}
+			if len(more[j][i].Records) > 0 && out[i].Err == nil {
+				out[i].Records = append(out[i].Records, clip(more[j][i].Records, reqs[i].Offset, out[i].Offsets)...)
+			}
 		}
 	}
 	return out
 }
 
-// readSplitMin is the number of entries expected from which a read is split in two.
-const readSplitMin = 512
+// A read expecting readSplitMin entries or more is split in parts of at least half that many, at
+// most readSplitMax of them.
+const (
+	readSplitMin = 512
+	readSplitMax = 4
+)
 
 // readPiece is a range of one request's entries: from offset from, up to count entries, up to offset
 // to (inclusive; -1: no bound).
@@ -420,39 +430,43 @@ type readPiece struct {
 	count    int64
 }
 
-// splitReads turns reqs into pieces, in one list or, when they expect readSplitMin entries or more,
-// in two lists of about the same number of expected entries (the request at the boundary split by
-// offset).
-func splitReads(reqs []ReadRequest, splitMin int64) (first, second []readPiece) {
+// splitReads turns reqs into lists of pieces: one list, or, when they expect splitMin entries or more,
+// up to maxParts lists of about the same number of expected entries (a request at a boundary split by
+// offset; a request's pieces are in list order).
+func splitReads(reqs []ReadRequest, splitMin int64, maxParts int) [][]readPiece {
 	var total int64
 	for _, r := range reqs {
 		if r.Count > 0 && r.Offset >= 0 {
 			total += r.expected()
 		}
 	}
-	half := total / 2
-	if total < splitMin {
-		half = total
+	n := int64(1)
+	if total >= splitMin {
+		n = min(int64(maxParts), max(2, total/(splitMin/2)))
 	}
-	var taken int64
+	share := (total + n - 1) / n
+	lists := make([][]readPiece, n)
+	li, taken := int64(0), int64(0)
 	for i, r := range reqs {
 		if r.Count <= 0 || r.Offset < 0 {
 			continue
 		}
-		e := r.expected()
-		switch {
-		case taken >= half:
-			second = append(second, readPiece{req: i, from: r.Offset, to: -1, count: r.Count})
-		case taken+e <= half:
-			first = append(first, readPiece{req: i, from: r.Offset, to: -1, count: r.Count})
-		default:
-			k := half - taken
-			first = append(first, readPiece{req: i, from: r.Offset, to: r.Offset + k - 1, count: k})
-			second = append(second, readPiece{req: i, from: r.Offset + k, to: -1, count: r.Count - k})
+		from, count, e := r.Offset, r.Count, r.expected()
+		for {
+			room := share - taken
+			if li == n-1 || e <= room {
+				lists[li] = append(lists[li], readPiece{req: i, from: from, to: -1, count: count})
+				taken += e
+				break
+			}
+			if room > 0 {
+				lists[li] = append(lists[li], readPiece{req: i, from: from, to: from + room - 1, count: room})
+				from, count, e = from+room, count-room, e-room
+			}
+			li, taken = li+1, 0
 		}
-		taken += e
 	}
-	return first, second
+	return lists
 }
 
 // readPieces reads pieces (and, with metas, every request's offsets) in one pipeline into out, whose

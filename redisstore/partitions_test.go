@@ -688,8 +688,8 @@ func TestAppendRefusesForeignWrites(t *testing.T) {
 	})
 }
 
-// TestSplitReads: a read expecting readSplitMin entries or more is split into two halves of about the
-// same expected size, the request at the boundary by offset; smaller reads stay whole.
+// TestSplitReads: a read expecting readSplitMin entries or more is split into parts of about the same
+// expected size, a request at a boundary by offset; smaller reads stay whole.
 func TestSplitReads(t *testing.T) {
 	reqs := []ReadRequest{
 		{Partition: 0, Offset: 10, Count: 300},
@@ -697,15 +697,26 @@ func TestSplitReads(t *testing.T) {
 		{Partition: 2, Offset: 0, Count: 10000, Expect: 500},
 		{Partition: 3, Offset: 5, Count: 0},
 	}
-	first, second := splitReads(reqs, 512)
-	want1 := []readPiece{{req: 0, from: 10, to: -1, count: 300}, {req: 2, from: 0, to: 99, count: 100}}
-	want2 := []readPiece{{req: 2, from: 100, to: -1, count: 9900}}
-	if fmt.Sprint(first) != fmt.Sprint(want1) || fmt.Sprint(second) != fmt.Sprint(want2) {
-		t.Fatalf("split: %v | %v, want %v | %v", first, second, want1, want2)
+	got := splitReads(reqs, 512, 2)
+	want := [][]readPiece{
+		{{req: 0, from: 10, to: -1, count: 300}, {req: 2, from: 0, to: 99, count: 100}},
+		{{req: 2, from: 100, to: -1, count: 9900}},
 	}
-	first, second = splitReads(reqs[:2], 512)
-	if len(second) != 0 || len(first) != 1 || first[0] != (readPiece{req: 0, from: 10, to: -1, count: 300}) {
-		t.Fatalf("small read split: %v | %v", first, second)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("split in 2: %v, want %v", got, want)
+	}
+	got = splitReads(reqs, 512, 4) // 800 expected: parts of at least 256, so 3 of 267
+	want = [][]readPiece{
+		{{req: 0, from: 10, to: 276, count: 267}},
+		{{req: 0, from: 277, to: -1, count: 33}, {req: 2, from: 0, to: 233, count: 234}},
+		{{req: 2, from: 234, to: -1, count: 9766}},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("split in 3: %v, want %v", got, want)
+	}
+	got = splitReads(reqs[:2], 512, 4)
+	if len(got) != 1 || len(got[0]) != 1 || got[0][0] != (readPiece{req: 0, from: 10, to: -1, count: 300}) {
+		t.Fatalf("small read split: %v", got)
 	}
 }
 
@@ -729,12 +740,12 @@ func TestReadSplitMatchesWholeRead(t *testing.T) {
 			}
 		}
 		reqs := []ReadRequest{{Topic: "split", Partition: 0, Offset: 3, Count: 2000}, {Topic: "split", Partition: 1, Offset: 0, Count: 1000}}
-		if _, second := splitReads(reqs, readSplitMin); len(second) == 0 {
+		if parts := splitReads(reqs, readSplitMin, readSplitMax); len(parts) < 2 {
 			t.Fatal("the read is not split; the test proves nothing")
 		}
-		whole, _ := splitReads(reqs, math.MaxInt64)
+		whole := splitReads(reqs, math.MaxInt64, 1)
 		want := make([]ReadResult, len(reqs))
-		s.readPieces(t.Context(), reqs, whole, true, want)
+		s.readPieces(t.Context(), reqs, whole[0], true, want)
 		got := s.Read(t.Context(), reqs)
 		for i := range reqs {
 			if got[i].Err != nil || want[i].Err != nil || got[i].Offsets != want[i].Offsets ||
