@@ -14,15 +14,16 @@ import (
 // reading at the end of a partition (the common case: consumers keep up) is answered from memory:
 // the fetch still reads the partition's offsets from Redis (one HMGET), but not the entries, whose
 // reply parsing is most of what a fetch costs the gateway. Records are immutable once Redis stored
-// them, so a copy taken after the append succeeded stays right; the fetch takes records from the
-// cache only when it holds every offset from the fetch offset to the high watermark just read (an
-// append by another gateway leaves a gap, and the fetch reads Redis), for the same topic ID (a topic
-// deleted and created again under its name starts over; so does a cache reaching past the high
-// watermark, which never goes back within one topic). Entries deleted with DeleteRecords or
-// retention fall below the fresh log start offset and are never returned; entries deleted natively
-// with XDEL may still be served from the cache while it holds them.
+// them, so a copy taken after the append succeeded stays right. The fetch takes records from the cache
+// only when it holds every offset from the fetch offset to the high watermark just read, for the same
+// topic ID; if this gateway still has appends to the partition in flight it waits for them first
+// (await), otherwise (another gateway appended the rest) it reads Redis. A cache reaching past a high
+// watermark with no append since it was read holds records Redis does not have (a topic deleted and
+// created again) and is dropped. Entries deleted with DeleteRecords or retention fall below the fresh
+// log start offset and are never returned; entries deleted natively with XDEL may still be served from
+// the cache while it holds them.
 //
-// Memory is bounded: each partition keeps at most perPart bytes (its newest records), and when the
+// Memory is bounded: each partition keeps at most perPart bytes (its newest batches), and when the
 // whole cache passes max bytes the partitions appended to longest ago are dropped.
 type tailCache struct {
 	mu       sync.Mutex
