@@ -140,10 +140,11 @@ type pipeliner interface {
 const appendSplitMin = 256
 
 // appendMultiSplit is appendMulti, with the batches of a large request for several partitions split
-// into two pipelines on two connections of c, written at once: Redis runs them one block after the
-// other, but one pipeline is being written, or its replies parsed, while Redis executes the other.
-// Batches of one partition stay in one pipeline, in order.
-func (s *Store) appendMultiSplit(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
+// into two pipelines on two pooled connections of c (a client, never one pinned connection), written
+// at once: Redis runs them one block after the other, but one pipeline is being written, or its
+// replies parsed, while Redis executes the other. Batches of one partition stay in one pipeline, in
+// order.
+func (s *Store) appendMultiSplit(ctx context.Context, c *redis.Client, batches []*Batch, out []AppendResult) {
 	k := splitBatches(batches, appendSplitMin)
 	if k == 0 {
 		s.appendMulti(ctx, c, batches, out)
