@@ -79,17 +79,13 @@ var (
 // Every argument is a pointer into slabs sized up front.
 func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	nstrs, nints, nargs := 0, 4+1, 0
-	cands := 0
-	maxTS := int64(-1 << 63)
+	cands := b.timeCandidates()
 	for i := range b.Records {
 		r := &b.Records[i]
 		fc := fieldCount(r)
 		nstrs += fc + len(r.Headers)
 		nints++
 		nargs += 5 + 2*fc
-		if ts := b.recordTS(r); ts > maxTS {
-			maxTS, cands = ts, cands+1
-		}
 	}
 	nints += 2 * cands
 	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs+7+len(keys)+2*cands)}
@@ -119,14 +115,7 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	a.addInt(int64(b.BaseSequence))
 	a.addInt(int64(len(b.Records)))
 	a.addInt(int64(cands))
-	maxTS = int64(-1 << 63)
-	for i := range b.Records {
-		if ts := b.recordTS(&b.Records[i]); ts > maxTS {
-			maxTS = ts
-			a.addInt(int64(i))
-			a.addInt(ts)
-		}
-	}
+	a.addTimeCandidates(b)
 	return xadds, a.args[from:]
 }
 

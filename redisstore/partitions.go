@@ -130,18 +130,13 @@ func fieldCount(r *Record) int {
 // sized up front: pointers into them must stay valid.
 func (s *Store) appendArgs(b *Batch) []any {
 	nargs, nstrs, nints := 7, 1, 6
-	cands := 0
-	maxTS := int64(-1 << 63)
+	cands := b.timeCandidates()
 	for i := range b.Records {
 		r := &b.Records[i]
 		fc := fieldCount(r)
 		nargs += 1 + 2*fc
 		nstrs += fc + len(r.Headers)
 		nints++
-		if ts := b.recordTS(r); ts > maxTS {
-			maxTS = ts
-			cands++
-		}
 	}
 	nargs += 2 * cands
 	nints += 2 * cands
@@ -162,14 +157,7 @@ func (s *Store) appendArgs(b *Batch) []any {
 	}
 	a.addString(unsafe.String(unsafe.SliceData(layout), len(layout)))
 	a.addInt(int64(cands))
-	maxTS = int64(-1 << 63)
-	for i := range b.Records {
-		if ts := b.recordTS(&b.Records[i]); ts > maxTS {
-			maxTS = ts
-			a.addInt(int64(i))
-			a.addInt(ts)
-		}
-	}
+	a.addTimeCandidates(b)
 	var names headerNames
 	for i := range b.Records {
 		r := &b.Records[i]
@@ -177,6 +165,30 @@ func (s *Store) appendArgs(b *Batch) []any {
 		a.addFields(r, &names)
 	}
 	return a.args
+}
+
+// timeCandidates counts the records where the batch's running maximum timestamp grows: the only ones
+// that can enter the partition's time index.
+func (b *Batch) timeCandidates() int {
+	n, maxTS := 0, int64(-1<<63)
+	for i := range b.Records {
+		if ts := b.recordTS(&b.Records[i]); ts > maxTS {
+			maxTS, n = ts, n+1
+		}
+	}
+	return n
+}
+
+// addTimeCandidates adds a (record index, timestamp) pair per time-index candidate of b.
+func (a *argBuilder) addTimeCandidates(b *Batch) {
+	maxTS := int64(-1 << 63)
+	for i := range b.Records {
+		if ts := b.recordTS(&b.Records[i]); ts > maxTS {
+			maxTS = ts
+			a.addInt(int64(i))
+			a.addInt(ts)
+		}
+	}
 }
 
 // recordTS is the timestamp stored for r: the log append time when the topic uses it.
