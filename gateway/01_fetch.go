@@ -242,7 +242,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	}
 	*bufs = (*bufs)[:0]
 	var results []redisstore.ReadResult
-	if useAhead {
+	if useAhead && c.ahead != nil {
 		if results = c.takeReadAhead(ctx, reqs, topicIDs(parts)); results != nil && results[0].Err == nil {
 			c.freshOffsets(ctx, reqs, results)
 		}

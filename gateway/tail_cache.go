@@ -115,23 +115,14 @@ func (tc *tailCache) drop(k partKey, p *tailPart) {
 	delete(tc.parts, k)
 }
 
-// get returns the records of offsets [from, to) when the cache holds all of them for topic ID id
-// (an empty, non-nil slice when from == to and the cache reaches from), else nil. to is a high
-// watermark read after the cache's clock showed since: a cache reaching past it without an append
-// since then holds records Redis does not have (a topic deleted and created again) and is dropped, as
-// a high watermark never goes back; one appended to since merely moved on after the read.
-func (tc *tailCache) get(k partKey, id [16]byte, from, to int64, since uint64) []redisstore.Record {
-	if tc == nil || to < from {
-		return nil
-	}
-	tc.mu.Lock()
-	defer tc.mu.Unlock()
-	return tc.getLocked(k, id, from, to, since)
-}
-
-// await is get, but when the cache does not hold the records yet while this gateway has appends to the
-// partition in flight (Redis moves the high watermark before the gateway has parsed its reply and
-// recorded them), it waits for those appends, at most maxWait, instead of answering nil at once.
+// await returns the records of offsets [from, to) when the cache holds all of them for topic ID id
+// (an empty, non-nil slice when from == to and the cache reaches from), else nil. When it does not
+// hold them yet while this gateway has appends to the partition in flight (Redis moves the high
+// watermark before the gateway has parsed its reply and recorded them), it waits for those appends,
+// at most maxWait. to is a high watermark read after the cache's clock showed since: a cache reaching
+// past it without an append since then holds records Redis does not have (a topic deleted and created
+// again) and is dropped, as a high watermark never goes back; one appended to since merely moved on
+// after the read.
 func (tc *tailCache) await(ctx context.Context, k partKey, id [16]byte, from, to int64, since uint64, maxWait time.Duration) []redisstore.Record {
 	if tc == nil || to < from {
 		return nil
@@ -188,6 +179,7 @@ func (tc *tailCache) finish(ks []partKey) {
 	tc.wake = make(chan struct{})
 }
 
+// getLocked is await without waiting; tc.mu is held.
 func (tc *tailCache) getLocked(k partKey, id [16]byte, from, to int64, since uint64) []redisstore.Record {
 	p := tc.parts[k]
 	if p == nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -33,17 +34,17 @@ func TestTailCacheRanges(t *testing.T) {
 	k, id := partKey{"t", 0}, [16]byte{1}
 	tc.add(k, id, 10, tailRecords("a", 3), 0)
 	tc.add(k, id, 13, tailRecords("b", 2), 0)
-	if got := fmt.Sprint(values(tc.get(k, id, 11, 15, tc.now()))); got != "[11:a-1 12:a-2 13:b-0 14:b-1]" {
+	if got := fmt.Sprint(values(getFrom(tc, k, id, 11, 15, tc.now()))); got != "[11:a-1 12:a-2 13:b-0 14:b-1]" {
 		t.Fatalf("get 11..15: %s", got)
 	}
-	if got := tc.get(k, id, 15, 15, tc.now()); got == nil || len(got) != 0 {
+	if got := getFrom(tc, k, id, 15, 15, tc.now()); got == nil || len(got) != 0 {
 		t.Fatalf("get at the end: %v, want empty", got)
 	}
 	for _, c := range []struct {
 		id       [16]byte
 		from, to int64
 	}{{id, 9, 15}, {[16]byte{2}, 11, 15}, {id, 16, 16}} {
-		if got := tc.get(k, c.id, c.from, c.to, tc.now()); got != nil {
+		if got := getFrom(tc, k, c.id, c.from, c.to, tc.now()); got != nil {
 			t.Errorf("get %x %d..%d: %v, want nil", c.id, c.from, c.to, values(got))
 		}
 	}
@@ -51,11 +52,11 @@ func TestTailCacheRanges(t *testing.T) {
 	// high watermark and is kept.
 	since := tc.now()
 	tc.add(k, id, 15, tailRecords("c", 1), 0)
-	if got := fmt.Sprint(values(tc.get(k, id, 13, 15, since))); got != "[13:b-0 14:b-1]" || !tc.covers(k, id, 16) {
+	if got := fmt.Sprint(values(getFrom(tc, k, id, 13, 15, since))); got != "[13:b-0 14:b-1]" || !tc.covers(k, id, 16) {
 		t.Fatalf("get 13..15 read before an append: %s", got)
 	}
 	// A high watermark below the cached records with no append since: another incarnation; dropped.
-	if got := tc.get(k, id, 11, 14, tc.now()); got != nil || tc.covers(k, id, 11) {
+	if got := getFrom(tc, k, id, 11, 14, tc.now()); got != nil || tc.covers(k, id, 11) {
 		t.Fatalf("cache reaching past the high watermark answered %v", values(got))
 	}
 	// Not contiguous (another gateway appended 15..19): starts over at 20.
@@ -84,7 +85,7 @@ func TestTailCacheCopies(t *testing.T) {
 	for i := range buf {
 		buf[i] = 'x'
 	}
-	got := tc.get(k, id, 0, 2, tc.now())
+	got := getFrom(tc, k, id, 0, 2, tc.now())
 	if string(got[0].Key) != "key" || string(got[0].Value) != "value" || got[0].Timestamp != 99 ||
 		len(got[0].Headers) != 2 || got[0].Headers[0].Key != "h" || string(got[0].Headers[0].Value) != "hval" || got[0].Headers[1].Value != nil {
 		t.Fatalf("record 0: %+v", got[0])
@@ -120,7 +121,7 @@ func TestTailCacheBounds(t *testing.T) {
 	}
 	var off *tailCache
 	off.add(k, id, 0, tailRecords("a", 1), 0)
-	if off.get(k, id, 0, 1, 0) != nil || off.covers(k, id, 0) {
+	if getFrom(off, k, id, 0, 1, 0) != nil || off.covers(k, id, 0) {
 		t.Fatal("a disabled cache answered")
 	}
 }
@@ -159,4 +160,9 @@ func TestTailCacheAwait(t *testing.T) {
 		}
 		tc.finish([]partKey{k})
 	})
+}
+
+// getFrom reads tc without waiting.
+func getFrom(tc *tailCache, k partKey, id [16]byte, from, to int64, since uint64) []redisstore.Record {
+	return tc.await(context.Background(), k, id, from, to, since, 0)
 }
