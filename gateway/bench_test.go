@@ -13,7 +13,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/internal/benchrec"
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/protocol"
 	"github.com/kgate/kgate/redisstore"
@@ -79,20 +79,6 @@ func benchStoredRecords(n, valueSize, hdrs int) []redisstore.Record {
 	return recs
 }
 
-// benchPerRecord runs fn b.N times and reports ns/record and allocs/record next to the usual per-op figures.
-func benchPerRecord(b *testing.B, records int, fn func()) {
-	b.Helper()
-	b.ReportAllocs()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for b.Loop() {
-		fn()
-	}
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(records), "ns/record")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N)/float64(records), "allocs/record")
-}
-
 // BenchmarkProduceDecode is the gateway's share of a produce: CRC check, record decoding and building
 // the redisstore.Batch (g.decodeProduceBatch), per partition batch.
 func BenchmarkProduceDecode(b *testing.B) {
@@ -104,7 +90,7 @@ func BenchmarkProduceDecode(b *testing.B) {
 			rp := &kmsg.ProduceRequestTopicPartition{Partition: 0, Records: benchProduceBatch(n, benchValueSize, hdrs)}
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				b.SetBytes(int64(len(rp.Records)))
-				benchPerRecord(b, n, func() {
+				benchrec.PerRecord(b, n, func() {
 					if _, code := g.decodeProduceBatch("bench", rp, topic, 0); code != 0 {
 						b.Fatalf("decode: error code %d", code)
 					}
@@ -126,7 +112,7 @@ func BenchmarkFetchEncode(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				b.SetBytes(int64(len(dst)))
-				benchPerRecord(b, n, func() {
+				benchrec.PerRecord(b, n, func() {
 					dst, _, _ = encodeRecords(dst[:0], recs, 0, 1<<30, true, false)
 				})
 			})
@@ -143,7 +129,7 @@ func BenchmarkTailCacheAdd(b *testing.B) {
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				tc := newTailCache(64 << 20)
 				k, id, base := partKey{"bench", 0}, [16]byte{1}, int64(0)
-				benchPerRecord(b, n, func() {
+				benchrec.PerRecord(b, n, func() {
 					tc.add(k, id, base, recs, 0)
 					base += int64(n)
 				})

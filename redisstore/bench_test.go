@@ -7,9 +7,10 @@ package redisstore
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/kgate/kgate/internal/benchrec"
 )
 
 var benchRecordCounts = []int{10, 100, 1000}
@@ -47,19 +48,6 @@ func benchReply(n, hdrs int) []any {
 	return out
 }
 
-func benchPerRecord(b *testing.B, records int, fn func()) {
-	b.Helper()
-	b.ReportAllocs()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for b.Loop() {
-		fn()
-	}
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(records), "ns/record")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N)/float64(records), "allocs/record")
-}
-
 // BenchmarkAppendArgs builds the append script's ARGV for one batch (the produce path's command
 // building; go-redis then copies the list once more into its command).
 func BenchmarkAppendArgs(b *testing.B) {
@@ -68,7 +56,7 @@ func BenchmarkAppendArgs(b *testing.B) {
 		for _, n := range benchRecordCounts {
 			batch := benchBatch(n, hdrs)
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
-				benchPerRecord(b, n, func() {
+				benchrec.PerRecord(b, n, func() {
 					if args := s.appendArgs(batch); len(args) < 5+2*n {
 						b.Fatalf("%d args", len(args))
 					}
@@ -87,7 +75,7 @@ func BenchmarkMultiArgs(b *testing.B) {
 			batch := benchBatch(n, hdrs)
 			keys := s.partKeys(batch)
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
-				benchPerRecord(b, n, func() {
+				benchrec.PerRecord(b, n, func() {
 					if xadds, eval := s.multiArgs(batch, keys); len(xadds) != n || len(eval) < 9 {
 						b.Fatalf("%d xadds, %d eval args", len(xadds), len(eval))
 					}
@@ -104,7 +92,7 @@ func BenchmarkParseEntries(b *testing.B) {
 		for _, n := range benchRecordCounts {
 			reply := benchReply(n, hdrs)
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
-				benchPerRecord(b, n, func() {
+				benchrec.PerRecord(b, n, func() {
 					recs, err := parseEntries(reply)
 					if err != nil || len(recs) != n {
 						b.Fatalf("parsed %d records: %v", len(recs), err)

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"cmd/kgate-probe":    {},
 	"cmd/kgate-bench":    {"gateway", "coordinator", "redisstore", "protocol", "internal/redistest"},
 	"internal/redistest": {},
+	"internal/benchrec":  {},
 }
 
 // thirdParty limits where some libraries may be imported (production code only).
