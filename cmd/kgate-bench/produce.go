@@ -150,18 +150,13 @@ func (b *bench) produceKgate(ctx context.Context, topic string, size int, measur
 	value, keys := randomBytes(size), recordKeys(b.o.keyBytes)
 	var (
 		acked    atomic.Int64
-		mu       sync.Mutex
-		firstErr error
+		firstErr firstError
 		stop     atomic.Bool
 		done     = make(chan struct{})
 	)
 	promise := func(_ *kgo.Record, err error) {
 		if err != nil {
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
+			firstErr.set(err)
 			return
 		}
 		acked.Add(1)
@@ -190,10 +185,8 @@ func (b *bench) produceKgate(ctx context.Context, topic string, size int, measur
 	if err := cl.Flush(fctx); err != nil {
 		return produceRun{}, fmt.Errorf("flush: %w", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if firstErr != nil {
-		return produceRun{}, firstErr
+	if err := firstErr.get(); err != nil {
+		return produceRun{}, err
 	}
 	// Batch shape over the whole run, flush included: a window of a few 1 MB requests is too coarse.
 	hs := h.snap()
@@ -221,8 +214,7 @@ func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, 
 	var (
 		total    atomic.Int64
 		stop     atomic.Bool
-		mu       sync.Mutex
-		firstErr error
+		firstErr firstError
 		wg       sync.WaitGroup
 	)
 	// Entry IDs are Redis's own (*): with several pipelines in flight, explicit IDs would race.
@@ -241,11 +233,7 @@ func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, 
 					}
 				}
 				if _, err := pipe.Exec(ctx); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
+					firstErr.set(err)
 					return
 				}
 				total.Add(int64(perReq * perBatch))
@@ -265,12 +253,30 @@ func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, 
 	elapsed := at.Sub(m0.at)
 	stop.Store(true)
 	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if firstErr != nil {
-		return produceRun{}, firstErr
+	if err := firstErr.get(); err != nil {
+		return produceRun{}, err
 	}
 	return produceRun{rate: float64(t1-t0) / elapsed.Seconds(), cpu: cpu, perBatch: float64(perBatch), perReq: float64(perReq)}, nil
+}
+
+// firstError keeps the first error goroutines report.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 // sleep waits d or until ctx is done.
