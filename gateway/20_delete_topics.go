@@ -56,9 +56,7 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 		if t, err := g.topics.get(ctx, name); err == nil {
 			st.TopicID = t.ID
 		}
-		err := g.store.DeleteTopic(ctx, name)
-		g.topics.invalidate()
-		g.tail.forget(name)
+		err := g.deleteTopic(ctx, name)
 		switch {
 		case errors.Is(err, redisstore.ErrUnknownTopic):
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -70,4 +68,13 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// deleteTopic removes a topic from Redis and forgets what this gateway keeps of it (its registry view
+// and tail cache), for both the Kafka API and the admin API.
+func (g *Gateway) deleteTopic(ctx context.Context, name string) error {
+	err := g.store.DeleteTopic(ctx, name)
+	g.topics.invalidate()
+	g.tail.forget(name)
+	return err
 }

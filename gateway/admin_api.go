@@ -669,9 +669,7 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) apiDeleteTopic(w http.ResponseWriter, r *http.Request) {
-	err := g.store.DeleteTopic(r.Context(), r.PathValue("topic"))
-	g.topics.invalidate()
-	g.tail.forget(r.PathValue("topic"))
+	err := g.deleteTopic(r.Context(), r.PathValue("topic"))
 	if err != nil {
 		storeError(w, err)
 		return
