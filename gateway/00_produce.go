@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -94,7 +95,18 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 		}
 		g.tail.begin(keys)
 		defer g.tail.finish(keys)
+		// The tail cache's copies are taken while Redis works on the append, off the produce path.
+		copies := make([]tailBatch, len(batches))
+		var copying sync.WaitGroup
+		if g.tail != nil {
+			copying.Go(func() {
+				for i, b := range batches {
+					copies[i] = copyBatch(b.Records, b.LogAppendTime)
+				}
+			})
+		}
 		results := g.store.Append(ctx, batches)
+		copying.Wait()
 		for i, r := range results {
 			sp := &resp.Topics[slots[i].t].Partitions[slots[i].p]
 			if r.Err != nil {
@@ -109,7 +121,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 			if !r.Duplicate {
 				b := batches[i]
 				recordsProduced(b.Topic, len(b.Records))
-				g.tail.add(keys[i], ids[i], r.BaseOffset, b.Records, b.LogAppendTime)
+				g.tail.add(keys[i], ids[i], r.BaseOffset, copies[i])
 				g.notify.notify(keys[i])
 				g.publishAppend(batches[i].Topic, batches[i].Partition)
 			}

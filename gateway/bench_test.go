@@ -130,7 +130,7 @@ func BenchmarkTailCacheAdd(b *testing.B) {
 				tc := newTailCache(64 << 20)
 				k, id, base := partKey{"bench", 0}, [16]byte{1}, int64(0)
 				benchrec.PerRecord(b, n, func() {
-					tc.add(k, id, base, recs, 0)
+					tc.add(k, id, base, copyBatch(recs, 0))
 					base += int64(n)
 				})
 			})

@@ -62,13 +62,22 @@ func newTailCache(max int64) *tailCache {
 		max: max, perPart: min(max, 1<<20)}
 }
 
-// add records an accepted batch: recs (timestamps as stored) at offsets base, base+1, ... The records
-// are copied: they point into the request's buffer, which is reused.
-func (tc *tailCache) add(k partKey, id [16]byte, base int64, recs []redisstore.Record, logAppendTime int64) {
-	if tc == nil || len(recs) == 0 {
+// tailBatch is a batch's records copied for the cache (offsets from 0), taken while its append is
+// still in flight: the copy then costs the produce path no time.
+type tailBatch struct {
+	recs []redisstore.Record
+	size int64
+}
+
+// add records an accepted batch, copied by copyBatch, at offsets base, base+1, ...
+func (tc *tailCache) add(k partKey, id [16]byte, base int64, b tailBatch) {
+	if tc == nil || len(b.recs) == 0 {
 		return
 	}
-	copied, size := copyRecords(recs, base, logAppendTime)
+	copied, size := b.recs, b.size
+	for i := range copied {
+		copied[i].Offset = base + int64(i)
+	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.clock++
@@ -253,9 +262,9 @@ func (tc *tailCache) forget(topic string) {
 	}
 }
 
-// copyRecords copies recs into one slab, with offsets from base and, when set, the log append time.
-// It returns the copies and their approximate memory size.
-func copyRecords(recs []redisstore.Record, base, logAppendTime int64) ([]redisstore.Record, int64) {
+// copyBatch copies recs (they point into the request's buffer, which is reused) into one slab, with
+// timestamps as stored (the log append time, when set), and counts their approximate memory size.
+func copyBatch(recs []redisstore.Record, logAppendTime int64) tailBatch {
 	n, nh := 0, 0
 	for i := range recs {
 		r := &recs[i]
@@ -282,7 +291,7 @@ func copyRecords(recs []redisstore.Record, base, logAppendTime int64) ([]redisst
 	for i := range recs {
 		r := &recs[i]
 		c := &out[i]
-		c.Offset, c.Timestamp = base+int64(i), r.Timestamp
+		c.Timestamp = r.Timestamp
 		if logAppendTime != 0 {
 			c.Timestamp = logAppendTime
 		}
@@ -299,5 +308,5 @@ func copyRecords(recs []redisstore.Record, base, logAppendTime int64) ([]redisst
 		}
 	}
 	size := int64(n) + int64(len(recs))*int64(unsafe.Sizeof(redisstore.Record{})) + int64(nh)*int64(unsafe.Sizeof(redisstore.Header{}))
-	return out, size
+	return tailBatch{out, size}
 }

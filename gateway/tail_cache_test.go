@@ -32,8 +32,8 @@ func values(recs []redisstore.Record) []string {
 func TestTailCacheRanges(t *testing.T) {
 	tc := newTailCache(1 << 20)
 	k, id := partKey{"t", 0}, [16]byte{1}
-	tc.add(k, id, 10, tailRecords("a", 3), 0)
-	tc.add(k, id, 13, tailRecords("b", 2), 0)
+	tc.add(k, id, 10, copyBatch(tailRecords("a", 3), 0))
+	tc.add(k, id, 13, copyBatch(tailRecords("b", 2), 0))
 	if got := fmt.Sprint(values(getFrom(tc, k, id, 11, 15, tc.now()))); got != "[11:a-1 12:a-2 13:b-0 14:b-1]" {
 		t.Fatalf("get 11..15: %s", got)
 	}
@@ -51,7 +51,7 @@ func TestTailCacheRanges(t *testing.T) {
 	// A high watermark read just before an append: the cache moved on since; it answers up to the
 	// high watermark and is kept.
 	since := tc.now()
-	tc.add(k, id, 15, tailRecords("c", 1), 0)
+	tc.add(k, id, 15, copyBatch(tailRecords("c", 1), 0))
 	if got := fmt.Sprint(values(getFrom(tc, k, id, 13, 15, since))); got != "[13:b-0 14:b-1]" || !tc.covers(k, id, 16) {
 		t.Fatalf("get 13..15 read before an append: %s", got)
 	}
@@ -60,8 +60,8 @@ func TestTailCacheRanges(t *testing.T) {
 		t.Fatalf("cache reaching past the high watermark answered %v", values(got))
 	}
 	// Not contiguous (another gateway appended 15..19): starts over at 20.
-	tc.add(k, id, 10, tailRecords("a", 5), 0)
-	tc.add(k, id, 20, tailRecords("c", 2), 0)
+	tc.add(k, id, 10, copyBatch(tailRecords("a", 5), 0))
+	tc.add(k, id, 20, copyBatch(tailRecords("c", 2), 0))
 	if tc.covers(k, id, 14) || !tc.covers(k, id, 20) || !tc.covers(k, id, 22) || tc.covers(k, id, 23) {
 		t.Fatal("cache kept records across a gap")
 	}
@@ -81,7 +81,7 @@ func TestTailCacheCopies(t *testing.T) {
 		{Timestamp: 5, Key: buf[0:3], Value: buf[3:8], Headers: []redisstore.Header{{Key: "h", Value: buf[13:17]}, {Key: "n"}}},
 		{Timestamp: 6, Key: nil, Value: []byte{}},
 	}
-	tc.add(k, id, 0, recs, 99)
+	tc.add(k, id, 0, copyBatch(recs, 99))
 	for i := range buf {
 		buf[i] = 'x'
 	}
@@ -103,7 +103,7 @@ func TestTailCacheBounds(t *testing.T) {
 	k, id := partKey{"t", 0}, [16]byte{1}
 	big := bytes.Repeat([]byte("v"), 200)
 	for i := range 20 {
-		tc.add(k, id, int64(i), []redisstore.Record{{Value: big}}, 0)
+		tc.add(k, id, int64(i), copyBatch([]redisstore.Record{{Value: big}}, 0))
 	}
 	if tc.covers(k, id, 10) || !tc.covers(k, id, 17) || tc.bytes > 1000 {
 		t.Fatalf("partition share not enforced: covers 10 %v, 17 %v, %d bytes", tc.covers(k, id, 10), tc.covers(k, id, 17), tc.bytes)
@@ -111,7 +111,7 @@ func TestTailCacheBounds(t *testing.T) {
 	tc = newTailCache(2000)
 	tc.perPart = 1000
 	for p := range int32(4) {
-		tc.add(partKey{"t", p}, id, 0, []redisstore.Record{{Value: big}, {Value: big}}, 0)
+		tc.add(partKey{"t", p}, id, 0, copyBatch([]redisstore.Record{{Value: big}, {Value: big}}, 0))
 	}
 	if tc.bytes > 2000 || tc.covers(partKey{"t", 0}, id, 0) || !tc.covers(partKey{"t", 3}, id, 0) {
 		t.Fatalf("total bound: %d bytes, partition 0 kept %v, 3 kept %v", tc.bytes, tc.covers(partKey{"t", 0}, id, 0), tc.covers(partKey{"t", 3}, id, 0))
@@ -120,7 +120,7 @@ func TestTailCacheBounds(t *testing.T) {
 		t.Fatal("a cache without bytes exists")
 	}
 	var off *tailCache
-	off.add(k, id, 0, tailRecords("a", 1), 0)
+	off.add(k, id, 0, copyBatch(tailRecords("a", 1), 0))
 	if getFrom(off, k, id, 0, 1, 0) != nil || off.covers(k, id, 0) {
 		t.Fatal("a disabled cache answered")
 	}
@@ -132,7 +132,7 @@ func TestTailCacheAwait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tc := newTailCache(1 << 20)
 		k, id := partKey{"t", 0}, [16]byte{1}
-		tc.add(k, id, 0, tailRecords("a", 2), 0)
+		tc.add(k, id, 0, copyBatch(tailRecords("a", 2), 0))
 		since := tc.now()
 		// Nothing in flight: the answer is at once.
 		if got := tc.await(t.Context(), k, id, 1, 4, since, time.Second); got != nil {
@@ -142,7 +142,7 @@ func TestTailCacheAwait(t *testing.T) {
 		tc.begin([]partKey{k})
 		go func() {
 			time.Sleep(10 * time.Millisecond)
-			tc.add(k, id, 2, tailRecords("b", 2), 0)
+			tc.add(k, id, 2, copyBatch(tailRecords("b", 2), 0))
 			tc.finish([]partKey{k})
 		}()
 		start := time.Now()

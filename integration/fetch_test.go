@@ -333,9 +333,9 @@ func TestFetchTailCache(t *testing.T) {
 				t.Fatalf("produce %v: error %d", values, sp.ErrorCode)
 			}
 		}
-		fetch := func(offset int64) []string {
+		fetchOn := func(c *rawConn, offset int64) []string {
 			t.Helper()
-			sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c1, 12, fetchReq("tail", [16]byte{}, 0, offset, 1<<20)))
+			sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("tail", [16]byte{}, 0, offset, 1<<20)))
 			if sp.ErrorCode != 0 {
 				t.Fatalf("fetch at %d: error %d", offset, sp.ErrorCode)
 			}
@@ -349,7 +349,7 @@ func TestFetchTailCache(t *testing.T) {
 		}
 		expect := func(offset int64, want ...string) {
 			t.Helper()
-			if got := fetch(offset); !slices.Equal(got, want) {
+			if got := fetchOn(c1, offset); !slices.Equal(got, want) {
 				t.Fatalf("fetch at %d through the first gateway: %v, want %v", offset, got, want)
 			}
 		}
@@ -374,5 +374,15 @@ func TestFetchTailCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(7, "7:a7")
+
+		// A gateway without a tail cache appends and reads Redis alone: the deleted entry is gone.
+		g3 := startGateway(t, b, gatewayOpts{namespace: g1.Namespace, mutate: func(c *gateway.Config) {
+			c.NodeID, c.TailCacheBytes = 2, -1
+		}})
+		c3 := dialRaw(t, g3.Addr)
+		produce(c3, "c8")
+		if got := fetchOn(c3, 7); !slices.Equal(got, []string{"8:c8"}) {
+			t.Fatalf("fetch at 7 through the gateway without a tail cache: %v, want [8:c8]", got)
+		}
 	})
 }
