@@ -125,31 +125,36 @@ type pipeliner interface {
 }
 
 // appendSplitMin is the number of records from which the batches of a request for several partitions
-// are written as two pipelines at once.
-const appendSplitMin = 256
+// are written as several pipelines at once (the fewest records per pipeline), and appendSplitMax the
+// most pipelines one request uses.
+const (
+	appendSplitMin = 128
+	appendSplitMax = 4
+)
 
 // appendMultiSplit is appendMulti, with the batches of a large request for several partitions split
-// into two pipelines on two pooled connections of c (a client, never one pinned connection), written
-// at once: Redis runs them one block after the other, but one pipeline is being written, or its
-// replies parsed, while Redis executes the other. Batches of one partition stay in one pipeline, in
-// order.
+// into up to appendSplitMax pipelines on as many pooled connections of c (a client, never one pinned
+// connection), written at once: Redis runs their blocks one after the other, but the other pipelines
+// are being written, or their replies parsed, while Redis executes one. Batches of one partition stay
+// in one pipeline, in order.
 func (s *Store) appendMultiSplit(ctx context.Context, c *redis.Client, batches []*Batch, out []AppendResult) {
-	k := splitBatches(batches, appendSplitMin)
-	if k == 0 {
-		s.appendMulti(ctx, c, batches, out)
-		return
-	}
+	cuts := splitBatches(batches, appendSplitMin, appendSplitMax)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.appendMulti(ctx, c, batches[k:], out[k:]) })
-	s.appendMulti(ctx, c, batches[:k], out[:k])
+	for i := len(cuts) - 2; i > 0; i-- {
+		from, to := cuts[i], cuts[i+1]
+		wg.Go(func() { s.appendMulti(ctx, c, batches[from:to], out[from:to]) })
+	}
+	s.appendMulti(ctx, c, batches[:cuts[1]], out[:cuts[1]])
 	wg.Wait()
 }
 
-// splitBatches returns where to split batches into two halves of about the same number of records,
-// or 0 when they are fewer than min records, a single batch, or name a partition twice.
-func splitBatches(batches []*Batch, minRecords int) int {
+// splitBatches returns the bounds (0, ..., len(batches)) of up to maxParts runs of batches with about
+// the same number of records and at least minRecords each; one run when the batches are a single
+// batch, fewer than 2*minRecords records, or name a partition twice.
+func splitBatches(batches []*Batch, minRecords, maxParts int) []int {
+	whole := []int{0, len(batches)}
 	if len(batches) < 2 {
-		return 0
+		return whole
 	}
 	total := 0
 	seen := make(map[partID]struct{}, len(batches))
@@ -157,21 +162,27 @@ func splitBatches(batches []*Batch, minRecords int) int {
 		total += len(b.Records)
 		id := partID{b.Topic, b.Partition}
 		if _, dup := seen[id]; dup {
-			return 0
+			return whole
 		}
 		seen[id] = struct{}{}
 	}
-	if total < minRecords {
-		return 0
+	parts := min(maxParts, len(batches), total/minRecords)
+	if parts < 2 {
+		return whole
 	}
-	n := 0
-	for i, b := range batches {
+	cuts := []int{0}
+	n, last := 0, 0
+	for i, b := range batches[:len(batches)-1] {
 		n += len(b.Records)
-		if 2*n >= total {
-			return max(min(i+1, len(batches)-1), 1)
+		// Cut after batch i once the run reaches the next share of the records, leaving enough.
+		if n*parts >= len(cuts)*total && n-last >= minRecords && total-n >= minRecords {
+			cuts, last = append(cuts, i+1), n
+			if len(cuts) == parts {
+				break
+			}
 		}
 	}
-	return 0
+	return append(cuts, len(batches))
 }
 
 type partID struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 
@@ -761,8 +762,9 @@ func TestReadSplitMatchesWholeRead(t *testing.T) {
 	})
 }
 
-// TestSplitBatches: a request's batches split into two halves of about the same number of records,
-// never a single batch, a small request, or one naming a partition twice (its order must hold).
+// TestSplitBatches: a request's batches split into runs of about the same number of records, at most
+// maxParts and none below minRecords; never a single batch, a small request, or one naming a
+// partition twice (its order must hold).
 func TestSplitBatches(t *testing.T) {
 	mk := func(sizes ...int) []*Batch {
 		var bs []*Batch
@@ -773,22 +775,25 @@ func TestSplitBatches(t *testing.T) {
 	}
 	for _, c := range []struct {
 		sizes []int
-		want  int
+		want  []int
 	}{
-		{[]int{1000}, 0},
-		{[]int{10, 10, 10}, 0},
-		{[]int{300, 300}, 1},
-		{[]int{100, 100, 100, 100}, 2},
-		{[]int{1000, 10, 10}, 1},
-		{[]int{10, 10, 1000}, 2},
+		{[]int{1000}, []int{0, 1}},
+		{[]int{100, 100}, []int{0, 2}},
+		{[]int{300, 300}, []int{0, 1, 2}},
+		{[]int{100, 100, 100, 100}, []int{0, 2, 4}},
+		{[]int{1000, 10, 10}, []int{0, 3}}, // a cut after the big batch would leave 20 records
+		{[]int{1000, 300}, []int{0, 1, 2}},
+		{[]int{10, 10, 1000}, []int{0, 3}},
+		{[]int{300, 300, 300, 300, 300, 300, 300, 300}, []int{0, 2, 4, 6, 8}},
+		{[]int{200, 200, 200, 200, 200}, []int{0, 2, 3, 4, 5}},
 	} {
-		if got := splitBatches(mk(c.sizes...), 256); got != c.want {
-			t.Errorf("split of %v: %d, want %d", c.sizes, got, c.want)
+		if got := splitBatches(mk(c.sizes...), 128, 4); !slices.Equal(got, c.want) {
+			t.Errorf("split of %v: %v, want %v", c.sizes, got, c.want)
 		}
 	}
 	dup := mk(300, 300, 300)
 	dup[2].Partition = 0
-	if got := splitBatches(dup, 256); got != 0 {
-		t.Errorf("split of batches naming partition 0 twice: %d", got)
+	if got := splitBatches(dup, 128, 4); !slices.Equal(got, []int{0, 3}) {
+		t.Errorf("split of batches naming partition 0 twice: %v", got)
 	}
 }
