@@ -93,15 +93,17 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 		for i, b := range batches {
 			keys[i] = partKey{b.Topic, b.Partition}
 		}
-		g.tail.begin(keys)
+		copyOf := g.tail.begin(keys)
 		defer g.tail.finish(keys)
 		// The tail cache's copies are taken while Redis works on the append, off the produce path.
 		copies := make([]tailBatch, len(batches))
 		var copying sync.WaitGroup
-		if g.tail != nil {
+		if copyOf != nil {
 			copying.Go(func() {
 				for i, b := range batches {
-					copies[i] = copyBatch(b.Records, b.LogAppendTime)
+					if copyOf[i] {
+						copies[i] = copyBatch(b.Records, b.LogAppendTime)
+					}
 				}
 			})
 		}

@@ -253,6 +253,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	}
 	total, failed := 0, false
 	budget := int(maxBytes)
+	var atEnd []partKey // partitions read up to their high watermark: the tail cache keeps them
 	for i := range results {
 		r := &results[i]
 		p := &parts[i]
@@ -287,9 +288,13 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		p.sizing.observe(n, size, len(sp.RecordBatches), r.End)
 		p.next = nextOffset(r.Records, p.offset, n)
 		p.more = p.next < r.End
+		if !p.more {
+			atEnd = append(atEnd, p.key)
+		}
 		total += len(sp.RecordBatches)
 		budget -= len(sp.RecordBatches)
 	}
+	c.g.tail.watch(atEnd)
 	return total, failed, fromAhead
 }
 

@@ -23,12 +23,17 @@ import (
 // log start offset and are never returned; entries deleted natively with XDEL may still be served from
 // the cache while it holds them.
 //
+// Only partitions a fetch lately read up to their end (a consumer keeping up) are cached: copying
+// appends nobody reads at the tail would cost the produce path CPU and the garbage collector a heap of
+// records to scan, for nothing.
+//
 // Memory is bounded: each partition keeps at most perPart bytes (its newest batches), and when the
 // whole cache passes max bytes the partitions appended to longest ago are dropped.
 type tailCache struct {
 	mu       sync.Mutex
 	parts    map[partKey]*tailPart
-	inflight map[partKey]int // appends this gateway has sent to Redis and not yet seen answered
+	watched  map[partKey]time.Time // when a fetch last read the partition up to its end
+	inflight map[partKey]int       // appends this gateway has sent to Redis and not yet seen answered
 	wake     chan struct{}   // closed (and replaced) when appends are answered
 	lru      list.List       // of partKey, the partition appended to last in front
 	bytes    int64
@@ -58,7 +63,7 @@ func newTailCache(max int64) *tailCache {
 	if max <= 0 {
 		return nil
 	}
-	return &tailCache{parts: map[partKey]*tailPart{}, inflight: map[partKey]int{}, wake: make(chan struct{}),
+	return &tailCache{parts: map[partKey]*tailPart{}, watched: map[partKey]time.Time{}, inflight: map[partKey]int{}, wake: make(chan struct{}),
 		max: max, perPart: min(max, 1<<20)}
 }
 
@@ -160,17 +165,47 @@ func (tc *tailCache) await(ctx context.Context, k partKey, id [16]byte, from, to
 	}
 }
 
-// begin notes appends to partitions ks going to Redis; finish, that they are answered (and recorded
-// with add when they succeeded).
-func (tc *tailCache) begin(ks []partKey) {
-	if tc == nil {
+// tailWatch is how long a partition stays cached after a fetch last read it up to its end.
+const tailWatch = 10 * time.Second
+
+// watch notes fetches that read partitions ks up to their end.
+func (tc *tailCache) watch(ks []partKey) {
+	if tc == nil || len(ks) == 0 {
 		return
 	}
+	now := time.Now()
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	for _, k := range ks {
-		tc.inflight[k]++
+		tc.watched[k] = now
 	}
+}
+
+// begin notes appends to partitions ks going to Redis and reports which of them to copy for the cache
+// (those watched lately; nil when none is); finish, that they are answered (and recorded with add
+// when they succeeded).
+func (tc *tailCache) begin(ks []partKey) (copyOf []bool) {
+	if tc == nil {
+		return nil
+	}
+	now := time.Now()
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for i, k := range ks {
+		tc.inflight[k]++
+		at, ok := tc.watched[k]
+		switch {
+		case !ok:
+		case now.Sub(at) > tailWatch:
+			delete(tc.watched, k)
+		default:
+			if copyOf == nil {
+				copyOf = make([]bool, len(ks))
+			}
+			copyOf[i] = true
+		}
+	}
+	return copyOf
 }
 
 func (tc *tailCache) finish(ks []partKey) {
@@ -258,6 +293,11 @@ func (tc *tailCache) forget(topic string) {
 	for k, p := range tc.parts {
 		if k.topic == topic {
 			tc.drop(k, p)
+		}
+	}
+	for k := range tc.watched {
+		if k.topic == topic {
+			delete(tc.watched, k)
 		}
 	}
 }

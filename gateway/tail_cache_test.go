@@ -166,3 +166,34 @@ func TestTailCacheAwait(t *testing.T) {
 func getFrom(tc *tailCache, k partKey, id [16]byte, from, to int64, since uint64) []redisstore.Record {
 	return tc.await(context.Background(), k, id, from, to, since, 0)
 }
+
+// TestTailCacheWatch: appends are copied only for partitions a fetch read up to their end within
+// tailWatch; a stale mark is forgotten, and a deleted topic's marks go with it.
+func TestTailCacheWatch(t *testing.T) {
+	tc := newTailCache(1 << 20)
+	a, b, c := partKey{"t", 0}, partKey{"t", 1}, partKey{"u", 0}
+	ks := []partKey{a, b, c}
+	if got := tc.begin(ks); got != nil {
+		t.Fatalf("copies before any fetch: %v", got)
+	}
+	tc.finish(ks)
+	tc.watch([]partKey{b, c})
+	tc.watched[c] = time.Now().Add(-2 * tailWatch)
+	if got := fmt.Sprint(tc.begin(ks)); got != "[false true false]" {
+		t.Fatalf("copies after fetches at the end of t/1 (now) and u/0 (long ago): %s", got)
+	}
+	tc.finish(ks)
+	if _, ok := tc.watched[c]; ok {
+		t.Error("a stale mark was kept")
+	}
+	tc.forget("t")
+	if got := tc.begin(ks); got != nil {
+		t.Fatalf("copies after topic t was deleted: %v", got)
+	}
+	tc.finish(ks)
+	var off *tailCache
+	off.watch(ks)
+	if got := off.begin(ks); got != nil {
+		t.Fatalf("copies without a cache: %v", got)
+	}
+}
