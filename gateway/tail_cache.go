@@ -34,8 +34,8 @@ type tailCache struct {
 	parts    map[partKey]*tailPart
 	watched  map[partKey]time.Time // when a fetch last read the partition up to its end
 	inflight map[partKey]int       // appends this gateway has sent to Redis and not yet seen answered
-	wake     chan struct{}   // closed (and replaced) when appends are answered
-	lru      list.List       // of partKey, the partition appended to last in front
+	wake     chan struct{}         // closed (and replaced) when appends are answered
+	lru      list.List             // of partKey, the partition appended to last in front
 	bytes    int64
 	max      int64
 	perPart  int64
