@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -167,28 +168,48 @@ func (s *Store) appendArgs(b *Batch) []any {
 	return a.args
 }
 
-// timeCandidates counts the records where the batch's running maximum timestamp grows: the only ones
-// that can enter the partition's time index.
-func (b *Batch) timeCandidates() int {
-	n, maxTS := 0, int64(-1<<63)
+// timeIndexStride is the fewest records between two time-index entries of one batch (but for its
+// last). The index is sparse, as Apache Kafka's is: OffsetForTime scans the entries between two
+// index points, and an append adds two or three entries per batch of a few hundred records instead
+// of one per distinct timestamp, whose ZADD cost Redis more than a tenth of the append.
+const timeIndexStride = 128
+
+// eachTimeCandidate calls f for the records of b that enter the partition's time index if they raise
+// its running maximum timestamp: of the records where the batch's running maximum grows, the first,
+// every one at least timeIndexStride records after the previous pick, and the last (the batch's
+// maximum, so MaxTimestamp stays exact).
+func (b *Batch) eachTimeCandidate(f func(i int, ts int64)) {
+	maxTS, last, picked := int64(-1<<63), -1, -timeIndexStride
 	for i := range b.Records {
-		if ts := b.recordTS(&b.Records[i]); ts > maxTS {
-			maxTS, n = ts, n+1
+		ts := b.recordTS(&b.Records[i])
+		if ts <= maxTS {
+			continue
 		}
+		maxTS = ts
+		if i-picked >= timeIndexStride {
+			f(i, ts)
+			picked = i
+		}
+		last = i
 	}
+	if last > picked {
+		f(last, maxTS)
+	}
+}
+
+// timeCandidates counts b's time-index candidates.
+func (b *Batch) timeCandidates() int {
+	n := 0
+	b.eachTimeCandidate(func(int, int64) { n++ })
 	return n
 }
 
 // addTimeCandidates adds a (record index, timestamp) pair per time-index candidate of b.
 func (a *argBuilder) addTimeCandidates(b *Batch) {
-	maxTS := int64(-1 << 63)
-	for i := range b.Records {
-		if ts := b.recordTS(&b.Records[i]); ts > maxTS {
-			maxTS = ts
-			a.addInt(int64(i))
-			a.addInt(ts)
-		}
-	}
+	b.eachTimeCandidate(func(i int, ts int64) {
+		a.addInt(int64(i))
+		a.addInt(ts)
+	})
 }
 
 // recordTS is the timestamp stored for r: the log append time when the topic uses it.
@@ -611,31 +632,41 @@ func (s *Store) DeleteRecords(ctx context.Context, topic string, partition int32
 
 // OffsetForTime returns the first offset whose record timestamp is at least ts (Kafka's ListOffsets by
 // timestamp, correct for non-monotonic timestamps), with that record's timestamp; found is false when
-// no such record exists.
+// no such record exists. The time index holds some of the points where the partition's running maximum
+// timestamp grows: the answer is the first record at or after the last point below ts with a
+// timestamp of at least ts, at the latest the first point at or above ts.
 func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
-		Key: s.keys.tindex(topic, partition), Start: strconv.FormatInt(ts, 10), Stop: "+inf",
-		ByScore: true, Count: 1,
-	}).Result()
-	if err != nil {
+	key := s.keys.tindex(topic, partition)
+	pipe := s.rdb.Pipeline()
+	atOrAbove := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: strconv.FormatInt(ts, 10), Stop: "+inf", ByScore: true, Count: 1})
+	below := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "(" + strconv.FormatInt(ts, 10), Stop: "-inf", ByScore: true, Rev: true, Count: 1})
+	meta := pipe.HMGet(ctx, s.keys.meta(topic, partition), "start")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
+	zs := atOrAbove.Val()
 	if len(zs) == 0 {
 		return 0, 0, false, nil
 	}
 	offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
-	recordTS = int64(zs[0].Score)
-	offs, err := s.PartitionOffsets(ctx, topic, []int32{partition})
-	if err != nil {
-		return 0, 0, false, err
+	from := int64(0)
+	if prev := below.Val(); len(prev) > 0 {
+		p, _ := strconv.ParseInt(prev[0], 10, 64)
+		from = p + 1
 	}
-	if offset >= offs[0].Start {
-		return offset, recordTS, true, nil
+	if v := meta.Val(); len(v) == 1 {
+		if str, ok := v[0].(string); ok {
+			start, _ := strconv.ParseInt(str, 10, 64)
+			from = max(from, start)
+		}
 	}
-	// The indexed record was deleted: scan forward from the log start offset.
-	return s.scanForTime(ctx, topic, partition, offs[0].Start, ts)
+	if from == offset {
+		return offset, int64(zs[0].Score), true, nil
+	}
+	// Records between the two points (or the log start, when the indexed ones were deleted) are read.
+	return s.scanForTime(ctx, topic, partition, from, ts)
 }
 
 func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, from, ts int64) (int64, int64, bool, error) {

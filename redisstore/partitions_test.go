@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -478,6 +479,61 @@ func TestDeleteRecords(t *testing.T) {
 		if res := mustRead(t, s, "del", 0, 12, 10); !equalInts(offsetsOf(res.Records), []int64{12}) {
 			t.Fatalf("read after emptying: %v", offsetsOf(res.Records))
 		}
+	})
+}
+
+// TestOffsetForTimeSparseIndex: batches of many records, timestamps mostly rising with dips and
+// repeats, enter the time index at a few points each, and every lookup still finds what a scan of all
+// records finds (the first record at or above the target), before and after DeleteRecords.
+func TestOffsetForTimeSparseIndex(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "sparse", 1)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var all []Record
+		ts := int64(1000)
+		for _, n := range []int{700, 5, 300, 1, 900} {
+			recs := make([]Record, n)
+			for i := range recs {
+				ts += rng.Int64N(3)                                   // repeats
+				recs[i].Timestamp = ts - rng.Int64N(40)*rng.Int64N(2) // dips below the running maximum
+			}
+			appendOne(t, s, "sparse", 0, recs...)
+			all = append(all, recs...)
+		}
+		if n, err := s.Client().ZCard(ctx, s.keys.tindex("sparse", 0)).Result(); err != nil || n > 30 {
+			t.Fatalf("time index of %d records: %d entries (%v), want a sparse one", len(all), n, err)
+		}
+		check := func(start int) {
+			t.Helper()
+			for target := int64(900); target <= ts+2; target += 3 {
+				wantOff, found := -1, false
+				for i := start; i < len(all); i++ {
+					if all[i].Timestamp >= target {
+						wantOff, found = i, true
+						break
+					}
+				}
+				off, got, ok, err := s.OffsetForTime(ctx, "sparse", 0, target)
+				if err != nil || ok != found || (found && (off != int64(wantOff) || got != all[wantOff].Timestamp)) {
+					t.Fatalf("OffsetForTime(%d) from %d = %d, %d, %v, %v; want %d, %v", target, start, off, got, ok, err, wantOff, found)
+				}
+			}
+		}
+		check(0)
+		maxOff := 0
+		for i := range all {
+			if all[i].Timestamp > all[maxOff].Timestamp {
+				maxOff = i
+			}
+		}
+		if off, got, _, _ := s.MaxTimestamp(ctx, "sparse", 0); off != int64(maxOff) || got != all[maxOff].Timestamp {
+			t.Fatalf("MaxTimestamp = %d, %d; want %d, %d", off, got, maxOff, all[maxOff].Timestamp)
+		}
+		if _, err := s.DeleteRecords(ctx, "sparse", 0, 850); err != nil {
+			t.Fatal(err)
+		}
+		check(850)
 	})
 }
 
