@@ -59,6 +59,7 @@ func (b *bench) consumePhase(ctx context.Context) error {
 			return err
 		}
 		var k, base consumeRun
+		var ratios []float64
 		page := kgatePageSize(b.o.keyBytes, pt.size)
 		for range b.o.rounds { // alternating, as in the produce phase
 			var kr, br consumeRun
@@ -71,14 +72,18 @@ func (b *bench) consumePhase(ctx context.Context) error {
 				return fmt.Errorf("%s baseline: %w", pt.topic, err)
 			}
 			k, base = k.plus(kr), base.plus(br)
+			ratios = append(ratios, kr.rate()/br.rate())
 		}
 		cs := fmt.Sprintf("%s x %dp", sizeName(pt.size), pt.parts)
 		notes := fmt.Sprintf("%s records x %d rounds, XRANGE COUNT %d", fmtNum(float64(sum(hwm))), b.o.rounds, page)
 		if k.partial || base.partial {
 			notes += fmt.Sprintf("; stopped at %v (kgate %d, baseline %d records)", b.o.consumeTimeout, k.records, base.records)
 		}
+		if spread := roundSpread(ratios); spread != "" {
+			notes += "; " + spread
+		}
 		b.rep.add(withBaseline(result{Phase: "consume", Case: cs, Metric: "throughput", Unit: "rec/s",
-			Kgate: k.rate(), KgateCPU: &k.cpu, BaselineCPU: &base.cpu, Notes: notes}, base.rate()))
+			Kgate: k.rate(), KgateCPU: &k.cpu, BaselineCPU: &base.cpu, Notes: notes, RoundRatios: ratios}, base.rate()))
 		b.rep.add(withBaseline(result{Phase: "consume", Case: cs, Metric: "throughput", Unit: "MB/s",
 			Kgate: k.rate() * float64(pt.size) / 1e6}, base.rate()*float64(pt.size)/1e6))
 		b.rep.addCPUPerRecord("consume", cs, k.cpu, float64(k.records), base.cpu, float64(base.records))

@@ -105,6 +105,7 @@ func (b *bench) producePhase(ctx context.Context) error {
 			// kgate and the baseline alternate; the baseline's batches take the shape of kgate's
 			// requests in the first round.
 			var k, base produceRun
+			var ratios []float64
 			measure := b.o.duration / time.Duration(b.o.rounds)
 			perBatch, perReq := 0, 0
 			for round := range b.o.rounds {
@@ -123,11 +124,15 @@ func (b *bench) producePhase(ctx context.Context) error {
 					return fmt.Errorf("%s baseline: %w", topic, err)
 				}
 				k, base = k.plus(kr), base.plus(br)
+				ratios = append(ratios, kr.rate/br.rate)
 			}
 			cs := fmt.Sprintf("%s x %dp", sizeName(size), parts)
 			notes := fmt.Sprintf("%.1f rec/batch, %.1f batches/req", k.perBatch, k.perReq)
+			if spread := roundSpread(ratios); spread != "" {
+				notes += "; " + spread
+			}
 			b.rep.add(withBaseline(result{Phase: "produce", Case: cs, Metric: "throughput", Unit: "rec/s",
-				Kgate: k.rate, KgateCPU: &k.cpu, BaselineCPU: &base.cpu, Notes: notes}, base.rate))
+				Kgate: k.rate, KgateCPU: &k.cpu, BaselineCPU: &base.cpu, Notes: notes, RoundRatios: ratios}, base.rate))
 			b.rep.add(withBaseline(result{Phase: "produce", Case: cs, Metric: "throughput", Unit: "MB/s",
 				Kgate: k.rate * float64(size) / 1e6}, base.rate*float64(size)/1e6))
 			b.rep.addCPUPerRecord("produce", cs, k.cpu, k.rate*k.cpu.WallSec, base.cpu, base.rate*base.cpu.WallSec)

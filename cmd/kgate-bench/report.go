@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +25,9 @@ type result struct {
 	KgateCPU    *cpuUse  `json:"kgate_cpu,omitempty"`
 	BaselineCPU *cpuUse  `json:"baseline_cpu,omitempty"`
 	Notes       string   `json:"notes,omitempty"`
+	// RoundRatios are the ratios of each alternation (kgate run / the baseline run right after it), for
+	// throughput: the machine's drift between rounds shows in their spread.
+	RoundRatios []float64 `json:"round_ratios,omitempty"`
 }
 
 // reporter collects results, streams them as JSON lines with --json and prints the table at the end.
@@ -83,6 +87,23 @@ func withBaseline(res result, base float64) result {
 		res.Ratio = &ratio
 	}
 	return res
+}
+
+// roundSpread describes per-round ratios for the table's notes: each one, then the median.
+func roundSpread(ratios []float64) string {
+	if len(ratios) < 2 {
+		return ""
+	}
+	parts := make([]string, len(ratios))
+	for i, r := range ratios {
+		parts[i] = fmt.Sprintf("%.2f", r)
+	}
+	sorted := slices.Sorted(slices.Values(ratios))
+	median := sorted[len(sorted)/2]
+	if len(sorted)%2 == 0 {
+		median = (sorted[len(sorted)/2-1] + median) / 2
+	}
+	return fmt.Sprintf("round ratios %s (median %.2f)", strings.Join(parts, "/"), median)
 }
 
 func fmtNum(v float64) string {

@@ -1,0 +1,21 @@
+package main
+
+import "testing"
+
+// TestRoundSpread: each round's ratio in order, then the median (the mean of the middle two for an
+// even count); nothing for a single round.
+func TestRoundSpread(t *testing.T) {
+	for _, c := range []struct {
+		ratios []float64
+		want   string
+	}{
+		{nil, ""},
+		{[]float64{0.8}, ""},
+		{[]float64{0.9, 0.7, 0.8}, "round ratios 0.90/0.70/0.80 (median 0.80)"},
+		{[]float64{1.0, 0.6, 0.8, 0.7}, "round ratios 1.00/0.60/0.80/0.70 (median 0.75)"},
+	} {
+		if got := roundSpread(c.ratios); got != c.want {
+			t.Errorf("roundSpread(%v) = %q, want %q", c.ratios, got, c.want)
+		}
+	}
+}
