@@ -11,7 +11,7 @@
 //	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created"}
 //	<ns>:stream:{<topic>:<p>}          stream one entry per record; offset n <-> entry ID 0-(n+1)
 //	<ns>:meta:{<topic>:<p>}            hash   next (high watermark), start (log start offset), maxts
-//	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (time index)
+//	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (sparse time index)
 //	<ns>:producers:{<topic>:<p>}       hash   producer id -> idempotence state
 //	<ns>:producer-id                   string INCR counter for producer IDs (unique across gateways)
 //	<ns>:offsets:{<tag>}:<group>       hash   stream key -> committed offset (bare decimal)
