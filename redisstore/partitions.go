@@ -665,14 +665,21 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	if from == offset {
 		return offset, int64(zs[0].Score), true, nil
 	}
-	// Records between the two points (or the log start, when the indexed ones were deleted) are read.
-	return s.scanForTime(ctx, topic, partition, from, ts)
+	// The records between the two points are read: up to the point at or above ts, whose record
+	// matches unless it was deleted (then on from there, page by page).
+	return s.scanForTime(ctx, topic, partition, from, offset, ts)
 }
 
-func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, from, ts int64) (int64, int64, bool, error) {
+// scanForTime reads from offset from on for the first record with a timestamp of at least ts, the
+// first read ending at offset upTo when that is ahead.
+func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, from, upTo, ts int64) (int64, int64, bool, error) {
 	const page = 1000
 	for {
-		res := s.Read(ctx, []ReadRequest{{Topic: topic, Partition: partition, Offset: from, Count: page}})[0]
+		count := int64(page)
+		if upTo >= from {
+			count = min(count, upTo-from+1)
+		}
+		res := s.Read(ctx, []ReadRequest{{Topic: topic, Partition: partition, Offset: from, Count: count}})[0]
 		if res.Err != nil {
 			return 0, 0, false, res.Err
 		}
@@ -681,7 +688,7 @@ func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, 
 				return r.Offset, r.Timestamp, true, nil
 			}
 		}
-		if len(res.Records) < page {
+		if int64(len(res.Records)) < count {
 			return 0, 0, false, nil
 		}
 		from = res.Records[len(res.Records)-1].Offset + 1
