@@ -94,7 +94,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 			keys[i] = partKey{b.Topic, b.Partition}
 		}
 		copyOf := g.tail.begin(keys)
-		defer g.tail.finish(keys)
+		defer g.tail.finish(keys, copyOf)
 		// The tail cache's copies are taken while Redis works on the append, off the produce path.
 		copies := make([]tailBatch, len(batches))
 		var copying sync.WaitGroup

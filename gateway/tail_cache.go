@@ -33,7 +33,8 @@ type tailCache struct {
 	mu       sync.Mutex
 	parts    map[partKey]*tailPart
 	watched  map[partKey]time.Time // when a fetch last read the partition up to its end
-	inflight map[partKey]int       // appends this gateway has sent to Redis and not yet seen answered
+	sweepAt  int                   // size of watched from which watch drops stale entries
+	inflight map[partKey]int       // appends being copied that Redis has not yet answered
 	wake     chan struct{}         // closed (and replaced) when appends are answered
 	lru      list.List             // of partKey, the partition appended to last in front
 	bytes    int64
@@ -63,7 +64,7 @@ func newTailCache(max int64) *tailCache {
 	if max <= 0 {
 		return nil
 	}
-	return &tailCache{parts: map[partKey]*tailPart{}, watched: map[partKey]time.Time{}, inflight: map[partKey]int{}, wake: make(chan struct{}),
+	return &tailCache{parts: map[partKey]*tailPart{}, watched: map[partKey]time.Time{}, sweepAt: 1024, inflight: map[partKey]int{}, wake: make(chan struct{}),
 		max: max, perPart: min(max, 1<<20)}
 }
 
@@ -179,11 +180,21 @@ func (tc *tailCache) watch(ks []partKey) {
 	for _, k := range ks {
 		tc.watched[k] = now
 	}
+	if len(tc.watched) >= tc.sweepAt {
+		for k, at := range tc.watched {
+			if now.Sub(at) > tailWatch {
+				delete(tc.watched, k)
+			}
+		}
+		tc.sweepAt = max(2*len(tc.watched), 1024)
+	}
 }
 
 // begin notes appends to partitions ks going to Redis and reports which of them to copy for the cache
-// (those watched lately; nil when none is); finish, that they are answered (and recorded with add
-// when they succeeded).
+// (those watched lately; nil when none is). A partition not copied loses what the cache holds of it:
+// the append moves Redis past it (and after a failover that lost writes, could bring the high
+// watermark back to exactly where the cache ends, with other records). finish notes that the appends
+// are answered (and, when copied and successful, recorded with add).
 func (tc *tailCache) begin(ks []partKey) (copyOf []bool) {
 	if tc == nil {
 		return nil
@@ -192,29 +203,35 @@ func (tc *tailCache) begin(ks []partKey) (copyOf []bool) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	for i, k := range ks {
-		tc.inflight[k]++
 		at, ok := tc.watched[k]
-		switch {
-		case !ok:
-		case now.Sub(at) > tailWatch:
-			delete(tc.watched, k)
-		default:
+		if ok && now.Sub(at) <= tailWatch {
 			if copyOf == nil {
 				copyOf = make([]bool, len(ks))
 			}
 			copyOf[i] = true
+			tc.inflight[k]++
+			continue
+		}
+		if ok {
+			delete(tc.watched, k)
+		}
+		if p := tc.parts[k]; p != nil {
+			tc.drop(k, p)
 		}
 	}
 	return copyOf
 }
 
-func (tc *tailCache) finish(ks []partKey) {
-	if tc == nil {
+func (tc *tailCache) finish(ks []partKey, copyOf []bool) {
+	if tc == nil || copyOf == nil {
 		return
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	for _, k := range ks {
+	for i, k := range ks {
+		if !copyOf[i] {
+			continue
+		}
 		if tc.inflight[k]--; tc.inflight[k] <= 0 {
 			delete(tc.inflight, k)
 		}

@@ -132,6 +132,8 @@ func TestTailCacheAwait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tc := newTailCache(1 << 20)
 		k, id := partKey{"t", 0}, [16]byte{1}
+		ks := []partKey{k}
+		tc.watch(ks)
 		tc.add(k, id, 0, copyBatch(tailRecords("a", 2), 0))
 		since := tc.now()
 		// Nothing in flight: the answer is at once.
@@ -139,11 +141,11 @@ func TestTailCacheAwait(t *testing.T) {
 			t.Fatalf("await without appends in flight: %v", values(got))
 		}
 		// An append in flight, answered after 10 ms.
-		tc.begin([]partKey{k})
+		copyOf := tc.begin(ks)
 		go func() {
 			time.Sleep(10 * time.Millisecond)
 			tc.add(k, id, 2, copyBatch(tailRecords("b", 2), 0))
-			tc.finish([]partKey{k})
+			tc.finish(ks, copyOf)
 		}()
 		start := time.Now()
 		if got := fmt.Sprint(values(tc.await(t.Context(), k, id, 1, 4, since, time.Second))); got != "[1:a-1 2:b-0 3:b-1]" {
@@ -153,12 +155,12 @@ func TestTailCacheAwait(t *testing.T) {
 			t.Fatalf("waited %v for an append answered after 10ms", waited)
 		}
 		// An append in flight that does not answer: the wait ends at its bound.
-		tc.begin([]partKey{k})
+		copyOf = tc.begin(ks)
 		start = time.Now()
 		if got := tc.await(t.Context(), k, id, 1, 9, tc.now(), 5*time.Millisecond); got != nil || time.Since(start) != 5*time.Millisecond {
 			t.Fatalf("await past its bound: %v after %v", values(got), time.Since(start))
 		}
-		tc.finish([]partKey{k})
+		tc.finish(ks, copyOf)
 	})
 }
 
@@ -168,32 +170,56 @@ func getFrom(tc *tailCache, k partKey, id [16]byte, from, to int64, since uint64
 }
 
 // TestTailCacheWatch: appends are copied only for partitions a fetch read up to their end within
-// tailWatch; a stale mark is forgotten, and a deleted topic's marks go with it.
+// tailWatch, and only those count as in flight; an append not copied drops what the cache holds of its
+// partition; stale marks are forgotten (on the partition's next append, and in sweeps as the marks
+// grow), and a deleted topic's marks go with it.
 func TestTailCacheWatch(t *testing.T) {
 	tc := newTailCache(1 << 20)
 	a, b, c := partKey{"t", 0}, partKey{"t", 1}, partKey{"u", 0}
+	id := [16]byte{1}
 	ks := []partKey{a, b, c}
+	tc.add(a, id, 0, copyBatch(tailRecords("a", 2), 0))
 	if got := tc.begin(ks); got != nil {
 		t.Fatalf("copies before any fetch: %v", got)
 	}
-	tc.finish(ks)
+	if tc.covers(a, id, 0) || len(tc.inflight) != 0 {
+		t.Fatalf("an append not copied: cache kept %v, in flight %v", tc.covers(a, id, 0), tc.inflight)
+	}
+	tc.finish(ks, nil)
 	tc.watch([]partKey{b, c})
 	tc.watched[c] = time.Now().Add(-2 * tailWatch)
-	if got := fmt.Sprint(tc.begin(ks)); got != "[false true false]" {
+	copyOf := tc.begin(ks)
+	if got := fmt.Sprint(copyOf); got != "[false true false]" {
 		t.Fatalf("copies after fetches at the end of t/1 (now) and u/0 (long ago): %s", got)
 	}
-	tc.finish(ks)
-	if _, ok := tc.watched[c]; ok {
-		t.Error("a stale mark was kept")
+	if fmt.Sprint(tc.inflight) != fmt.Sprint(map[partKey]int{b: 1}) {
+		t.Fatalf("in flight: %v, want t/1 only", tc.inflight)
+	}
+	tc.finish(ks, copyOf)
+	if _, ok := tc.watched[c]; ok || len(tc.inflight) != 0 {
+		t.Errorf("after the appends: watched %v, in flight %v", tc.watched, tc.inflight)
 	}
 	tc.forget("t")
 	if got := tc.begin(ks); got != nil {
 		t.Fatalf("copies after topic t was deleted: %v", got)
 	}
-	tc.finish(ks)
+	tc.finish(ks, nil)
+
+	// Marks of partitions never appended to again go in a sweep once the marks double.
+	tc.sweepAt = 4
+	old := time.Now().Add(-2 * tailWatch)
+	for p := range int32(3) {
+		tc.watched[partKey{"gone", p}] = old
+	}
+	tc.watch([]partKey{a})
+	if len(tc.watched) != 1 || tc.sweepAt != 1024 {
+		t.Fatalf("after a sweep: %d marks (want 1), next sweep at %d", len(tc.watched), tc.sweepAt)
+	}
+
 	var off *tailCache
 	off.watch(ks)
 	if got := off.begin(ks); got != nil {
 		t.Fatalf("copies without a cache: %v", got)
 	}
+	off.finish(ks, nil)
 }

@@ -354,6 +354,8 @@ func TestFetchTailCache(t *testing.T) {
 			}
 		}
 
+		// A consumer at the end of the partition: from now on the first gateway keeps its appends.
+		expect(0)
 		produce(c1, "a0", "a1", "a2")
 		expect(1, "1:a1", "2:a2")
 		expect(3)
