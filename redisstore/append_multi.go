@@ -170,14 +170,24 @@ func splitBatches(batches []*Batch, minRecords, maxParts int) []int {
 	if parts < 2 {
 		return whole
 	}
+	// At each share of the records, cut before or after the batch that reaches it, the nearer first,
+	// where both sides keep minRecords.
 	cuts := []int{0}
-	n, last := 0, 0
-	for i, b := range batches[:len(batches)-1] {
+	n, last := 0, 0 // records before the cut candidate; before the last cut
+	for i, b := range batches {
+		prev := n
 		n += len(b.Records)
-		// Cut after batch i once the run reaches the next share of the records, leaving enough.
-		if n*parts >= len(cuts)*total && n-last >= minRecords && total-n >= minRecords {
-			cuts, last = append(cuts, i+1), n
-			if len(cuts) == parts {
+		if len(cuts) == parts || n*parts < len(cuts)*total {
+			continue
+		}
+		target := len(cuts) * total / parts
+		cands := [2]struct{ at, count int }{{i + 1, n}, {i, prev}}
+		if target-prev < n-target {
+			cands[0], cands[1] = cands[1], cands[0]
+		}
+		for _, c := range cands {
+			if c.at > cuts[len(cuts)-1] && c.at < len(batches) && c.count-last >= minRecords && total-c.count >= minRecords {
+				cuts, last = append(cuts, c.at), c.count
 				break
 			}
 		}

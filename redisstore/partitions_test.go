@@ -841,10 +841,34 @@ func TestSplitBatches(t *testing.T) {
 		{[]int{1000, 300}, []int{0, 1, 2}},
 		{[]int{10, 10, 1000}, []int{0, 3}},
 		{[]int{300, 300, 300, 300, 300, 300, 300, 300}, []int{0, 2, 4, 6, 8}},
-		{[]int{200, 200, 200, 200, 200}, []int{0, 2, 3, 4, 5}},
+		{[]int{200, 200, 200, 200, 200}, []int{0, 1, 3, 4, 5}},
+		{[]int{300, 300, 3000}, []int{0, 2, 3}}, // the big batch alone, cut before it
+		{[]int{200, 200, 200, 2000}, []int{0, 3, 4}},
+		{[]int{3000, 300, 300}, []int{0, 1, 2, 3}},
+		{[]int{100, 5000, 100, 100}, []int{0, 2, 4}},
 	} {
 		if got := splitBatches(mk(c.sizes...), 128, 4); !slices.Equal(got, c.want) {
 			t.Errorf("split of %v: %v, want %v", c.sizes, got, c.want)
+		}
+	}
+	// Any split: bounds from 0 to len, strictly rising, at most 4 runs, each of 128 records or more.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		sizes := make([]int, 1+rng.IntN(12))
+		for i := range sizes {
+			sizes[i] = 1 + rng.IntN([]int{50, 400, 3000}[rng.IntN(3)])
+		}
+		cuts := splitBatches(mk(sizes...), 128, 4)
+		ok := len(cuts) >= 2 && len(cuts) <= 5 && cuts[0] == 0 && cuts[len(cuts)-1] == len(sizes)
+		for j := 1; ok && j < len(cuts); j++ {
+			run := 0
+			for _, n := range sizes[cuts[j-1]:cuts[j]] {
+				run += n
+			}
+			ok = cuts[j] > cuts[j-1] && (len(cuts) == 2 || run >= 128)
+		}
+		if !ok {
+			t.Fatalf("split of %v: %v", sizes, cuts)
 		}
 	}
 	dup := mk(300, 300, 300)
