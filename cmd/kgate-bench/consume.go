@@ -72,7 +72,7 @@ func (b *bench) consumePhase(ctx context.Context) error {
 				return fmt.Errorf("%s baseline: %w", pt.topic, err)
 			}
 			k, base = k.plus(kr), base.plus(br)
-			ratios = append(ratios, kr.rate()/br.rate())
+			ratios = appendRatio(ratios, kr.rate(), br.rate())
 		}
 		cs := fmt.Sprintf("%s x %dp", sizeName(pt.size), pt.parts)
 		notes := fmt.Sprintf("%s records x %d rounds, XRANGE COUNT %d", fmtNum(float64(sum(hwm))), b.o.rounds, page)

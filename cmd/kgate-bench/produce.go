@@ -124,7 +124,7 @@ func (b *bench) producePhase(ctx context.Context) error {
 					return fmt.Errorf("%s baseline: %w", topic, err)
 				}
 				k, base = k.plus(kr), base.plus(br)
-				ratios = append(ratios, kr.rate/br.rate)
+				ratios = appendRatio(ratios, kr.rate, br.rate)
 			}
 			cs := fmt.Sprintf("%s x %dp", sizeName(size), parts)
 			notes := fmt.Sprintf("%.1f rec/batch, %.1f batches/req", k.perBatch, k.perReq)

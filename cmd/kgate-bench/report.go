@@ -89,6 +89,16 @@ func withBaseline(res result, base float64) result {
 	return res
 }
 
+// appendRatio appends kgate/base to ratios when it is a number (a round that measured nothing is left
+// out: JSON has no Inf or NaN).
+func appendRatio(ratios []float64, kgate, base float64) []float64 {
+	r := kgate / base
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return ratios
+	}
+	return append(ratios, r)
+}
+
 // roundSpread describes per-round ratios for the table's notes: each one, then the median.
 func roundSpread(ratios []float64) string {
 	if len(ratios) < 2 {

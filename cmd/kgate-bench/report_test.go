@@ -19,3 +19,14 @@ func TestRoundSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendRatio: rounds that measured nothing leave no Inf or NaN behind (JSON cannot carry them).
+func TestAppendRatio(t *testing.T) {
+	var rs []float64
+	rs = appendRatio(rs, 8, 10)
+	rs = appendRatio(rs, 5, 0)
+	rs = appendRatio(rs, 0, 0)
+	if len(rs) != 1 || rs[0] != 0.8 {
+		t.Fatalf("ratios %v, want [0.8]", rs)
+	}
+}
