@@ -260,6 +260,53 @@ func TestRedisStreamLayout(t *testing.T) {
 	})
 }
 
+// TestListOffsetsLargeBatches: ListOffsets by timestamp through a real client over batches of hundreds
+// of records, whose few time-index points per batch leave the answers inside batches to the scan
+// between two points.
+func TestListOffsetsLargeBatches(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		mustCreateTopics(t, ctx, adm, 1, nil, "lo-big")
+		p := newClient(t, g, kgo.DefaultProduceTopic("lo-big"), kgo.ProducerLinger(50*time.Millisecond))
+		const n = 1000 // the last record is 5 ms in the past: the maximum is at n-2
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			// Timestamps rise by 2 ms, with every tenth record 5 ms in the past.
+			ms := int64(100_000 + 2*i)
+			if i%10 == 9 {
+				ms -= 5
+			}
+			recs[i] = &kgo.Record{Timestamp: time.UnixMilli(ms), Value: []byte("x")}
+		}
+		if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		for _, at := range []int64{0, 100_000, 100_001, 100_255, 100_256, 100_257, 100_999, 101_500, 101_996} {
+			want := -1
+			for i, r := range recs {
+				if r.Timestamp.UnixMilli() >= at {
+					want = i
+					break
+				}
+			}
+			lo, err := adm.ListOffsetsAfterMilli(ctx, at, "lo-big")
+			if err != nil {
+				t.Fatalf("after %d: %v", at, err)
+			}
+			o, ok := lo.Lookup("lo-big", 0)
+			if !ok || o.Err != nil || o.Offset != int64(want) || o.Timestamp != recs[want].Timestamp.UnixMilli() {
+				t.Fatalf("after %d: %+v (found %v), want offset %d timestamp %d", at, o, ok, want, recs[want].Timestamp.UnixMilli())
+			}
+		}
+		lo, err := adm.ListMaxTimestampOffsets(ctx, "lo-big")
+		if o, _ := lo.Lookup("lo-big", 0); err != nil || o.Offset != n-2 || o.Timestamp != 101_996 {
+			t.Fatalf("max timestamp: %+v, %v; want offset %d timestamp 101996", o, err, n-2)
+		}
+	})
+}
+
 // TestListOffsets covers earliest, latest, max timestamp and by-timestamp lookups with producer
 // timestamps that are not monotonic (1000, 3000, 2000, 4000): Apache answers the first offset whose
 // timestamp is >= the target, not the first offset after the target in time order.
