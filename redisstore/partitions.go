@@ -662,16 +662,14 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 			from = max(from, start)
 		}
 	}
-	if from == offset {
-		return offset, int64(zs[0].Score), true, nil
-	}
 	// The records between the two points are read: up to the point at or above ts, whose record
 	// matches unless it was deleted (then on from there, page by page).
 	return s.scanForTime(ctx, topic, partition, from, offset, ts)
 }
 
 // scanForTime reads from offset from on for the first record with a timestamp of at least ts, the
-// first read ending at offset upTo when that is ahead.
+// first read ending at offset upTo when that is ahead. Entries deleted natively (XDEL) leave gaps, so
+// a short read does not mean the end; the scan ends at the high watermark.
 func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, from, upTo, ts int64) (int64, int64, bool, error) {
 	const page = 1000
 	for {
@@ -683,15 +681,23 @@ func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, 
 		if res.Err != nil {
 			return 0, 0, false, res.Err
 		}
+		if from < res.Start { // DeleteRecords moved the log start meanwhile
+			from, upTo = res.Start, -1
+			continue
+		}
 		for _, r := range res.Records {
 			if r.Timestamp >= ts {
 				return r.Offset, r.Timestamp, true, nil
 			}
 		}
-		if int64(len(res.Records)) < count {
+		if n := len(res.Records); n > 0 {
+			from = res.Records[n-1].Offset + 1
+		} else {
+			from += count
+		}
+		if from >= res.End {
 			return 0, 0, false, nil
 		}
-		from = res.Records[len(res.Records)-1].Offset + 1
 	}
 }
 

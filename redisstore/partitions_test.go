@@ -537,6 +537,40 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 	})
 }
 
+// TestOffsetForTimeNativeGaps: entries deleted natively (XDEL) inside the scanned range, and the index
+// point itself, make reads come back short; the scan goes on to the high watermark.
+func TestOffsetForTimeNativeGaps(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "gaps", 1)
+		appendOne(t, s, "gaps", 0, Record{Timestamp: 1})
+		recs := make([]Record, 2601) // offsets 1-2601; only the last raises the maximum
+		recs[2600].Timestamp = 1000
+		appendOne(t, s, "gaps", 0, recs...)
+		appendOne(t, s, "gaps", 0, Record{Timestamp: 2000})
+		xdel := func(off int64) {
+			t.Helper()
+			if err := s.Client().XDel(ctx, s.keys.stream("gaps", 0), EntryID(off)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(target, wantOff, wantTS int64) {
+			t.Helper()
+			off, ts, found, err := s.OffsetForTime(ctx, "gaps", 0, target)
+			if err != nil || !found || off != wantOff || ts != wantTS {
+				t.Fatalf("OffsetForTime(%d) = %d, %d, %v, %v; want %d, %d", target, off, ts, found, err, wantOff, wantTS)
+			}
+		}
+		xdel(5)
+		check(500, 2601, 1000)
+		xdel(2601) // the index point
+		check(500, 2602, 2000)
+		if _, _, found, err := s.OffsetForTime(ctx, "gaps", 0, 3000); err != nil || found {
+			t.Fatalf("OffsetForTime(3000): found %v, %v", found, err)
+		}
+	})
+}
+
 func TestOffsetForTime(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
