@@ -129,6 +129,7 @@ func BenchmarkTailCacheAdd(b *testing.B) {
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				tc := newTailCache(64 << 20)
 				k, id, base := partKey{"bench", 0}, [16]byte{1}, int64(0)
+				tc.watch([]partKey{k})
 				benchrec.PerRecord(b, n, func() {
 					tc.add(k, id, base, copyBatch(recs, 0))
 					base += int64(n)

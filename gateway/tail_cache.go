@@ -75,7 +75,9 @@ type tailBatch struct {
 	size int64
 }
 
-// add records an accepted batch, copied by copyBatch, at offsets base, base+1, ...
+// add records an accepted batch, copied by copyBatch, at offsets base, base+1, ... unless the
+// partition's watch mark expired meanwhile: an append begun since then was not copied and dropped the
+// partition, and this one must not bring it back behind that append.
 func (tc *tailCache) add(k partKey, id [16]byte, base int64, b tailBatch) {
 	if tc == nil || len(b.recs) == 0 {
 		return
@@ -84,10 +86,17 @@ func (tc *tailCache) add(k partKey, id [16]byte, base int64, b tailBatch) {
 	for i := range copied {
 		copied[i].Offset = base + int64(i)
 	}
+	now := time.Now()
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.clock++
 	p := tc.parts[k]
+	if at, ok := tc.watched[k]; !ok || now.Sub(at) > tailWatch {
+		if p != nil {
+			tc.drop(k, p)
+		}
+		return
+	}
 	if p == nil || p.id != id || p.end != base {
 		// New, recreated, or not contiguous (another gateway appended in between, or Redis lost
 		// writes in a failover and the offsets went back): start over.

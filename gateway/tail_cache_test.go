@@ -32,6 +32,7 @@ func values(recs []redisstore.Record) []string {
 func TestTailCacheRanges(t *testing.T) {
 	tc := newTailCache(1 << 20)
 	k, id := partKey{"t", 0}, [16]byte{1}
+	tc.watch([]partKey{k})
 	tc.add(k, id, 10, copyBatch(tailRecords("a", 3), 0))
 	tc.add(k, id, 13, copyBatch(tailRecords("b", 2), 0))
 	if got := fmt.Sprint(values(getFrom(tc, k, id, 11, 15, tc.now()))); got != "[11:a-1 12:a-2 13:b-0 14:b-1]" {
@@ -76,6 +77,7 @@ func TestTailCacheRanges(t *testing.T) {
 func TestTailCacheCopies(t *testing.T) {
 	tc := newTailCache(1 << 20)
 	k, id := partKey{"t", 0}, [16]byte{1}
+	tc.watch([]partKey{k})
 	buf := []byte("keyvaluehnamehval")
 	recs := []redisstore.Record{
 		{Timestamp: 5, Key: buf[0:3], Value: buf[3:8], Headers: []redisstore.Header{{Key: "h", Value: buf[13:17]}, {Key: "n"}}},
@@ -101,6 +103,7 @@ func TestTailCacheBounds(t *testing.T) {
 	tc := newTailCache(1 << 20)
 	tc.perPart = 1000
 	k, id := partKey{"t", 0}, [16]byte{1}
+	tc.watch([]partKey{k})
 	big := bytes.Repeat([]byte("v"), 200)
 	for i := range 20 {
 		tc.add(k, id, int64(i), copyBatch([]redisstore.Record{{Value: big}}, 0))
@@ -111,6 +114,7 @@ func TestTailCacheBounds(t *testing.T) {
 	tc = newTailCache(2000)
 	tc.perPart = 1000
 	for p := range int32(4) {
+		tc.watch([]partKey{{"t", p}})
 		tc.add(partKey{"t", p}, id, 0, copyBatch([]redisstore.Record{{Value: big}, {Value: big}}, 0))
 	}
 	if tc.bytes > 2000 || tc.covers(partKey{"t", 0}, id, 0) || !tc.covers(partKey{"t", 3}, id, 0) {
@@ -171,34 +175,54 @@ func getFrom(tc *tailCache, k partKey, id [16]byte, from, to int64, since uint64
 
 // TestTailCacheWatch: appends are copied only for partitions a fetch read up to their end within
 // tailWatch, and only those count as in flight; an append not copied drops what the cache holds of its
-// partition; stale marks are forgotten (on the partition's next append, and in sweeps as the marks
-// grow), and a deleted topic's marks go with it.
+// partition, and a copied one answered after that does not bring it back; stale marks are forgotten
+// (on the partition's next append, and in sweeps as the marks grow), and a deleted topic's marks go
+// with it.
 func TestTailCacheWatch(t *testing.T) {
 	tc := newTailCache(1 << 20)
 	a, b, c := partKey{"t", 0}, partKey{"t", 1}, partKey{"u", 0}
 	id := [16]byte{1}
 	ks := []partKey{a, b, c}
-	tc.add(a, id, 0, copyBatch(tailRecords("a", 2), 0))
+	stale := func(k partKey) { tc.watched[k] = time.Now().Add(-2 * tailWatch) }
 	if got := tc.begin(ks); got != nil {
 		t.Fatalf("copies before any fetch: %v", got)
 	}
-	if tc.covers(a, id, 0) || len(tc.inflight) != 0 {
-		t.Fatalf("an append not copied: cache kept %v, in flight %v", tc.covers(a, id, 0), tc.inflight)
+	tc.finish(ks, nil)
+	tc.watch([]partKey{a})
+	tc.add(a, id, 0, copyBatch(tailRecords("a", 2), 0))
+	stale(a)
+	if got := tc.begin(ks); got != nil || tc.covers(a, id, 0) || len(tc.inflight) != 0 {
+		t.Fatalf("appends not copied: copies %v, cache kept %v, in flight %v", got, tc.covers(a, id, 0), tc.inflight)
 	}
 	tc.finish(ks, nil)
+
 	tc.watch([]partKey{b, c})
-	tc.watched[c] = time.Now().Add(-2 * tailWatch)
+	stale(c)
 	copyOf := tc.begin(ks)
 	if got := fmt.Sprint(copyOf); got != "[false true false]" {
 		t.Fatalf("copies after fetches at the end of t/1 (now) and u/0 (long ago): %s", got)
 	}
 	if fmt.Sprint(tc.inflight) != fmt.Sprint(map[partKey]int{b: 1}) {
-		t.Fatalf("in flight: %v, want t/1 only", tc.inflight)
+		t.Fatalf("in flight: %v, want t/1 once", tc.inflight)
 	}
+	// t/1's mark expires while its copied append is in flight; the next append is not copied, and
+	// finishing it leaves the first in flight.
+	stale(b)
+	later := tc.begin([]partKey{b})
+	tc.finish([]partKey{b}, later)
+	if tc.inflight[b] != 1 {
+		t.Fatalf("in flight after an append not copied finished: %v", tc.inflight)
+	}
+	// The first append, answered now, does not bring back the partition behind the second.
+	tc.add(b, id, 0, copyBatch(tailRecords("b", 1), 0))
 	tc.finish(ks, copyOf)
-	if _, ok := tc.watched[c]; ok || len(tc.inflight) != 0 {
-		t.Errorf("after the appends: watched %v, in flight %v", tc.watched, tc.inflight)
+	if tc.covers(b, id, 0) || len(tc.inflight) != 0 {
+		t.Fatalf("after the appends: cache kept %v, in flight %v", tc.covers(b, id, 0), tc.inflight)
 	}
+	if _, ok := tc.watched[c]; ok {
+		t.Error("a stale mark was kept")
+	}
+	tc.watch([]partKey{a})
 	tc.forget("t")
 	if got := tc.begin(ks); got != nil {
 		t.Fatalf("copies after topic t was deleted: %v", got)
@@ -207,9 +231,8 @@ func TestTailCacheWatch(t *testing.T) {
 
 	// Marks of partitions never appended to again go in a sweep once the marks double.
 	tc.sweepAt = 4
-	old := time.Now().Add(-2 * tailWatch)
 	for p := range int32(3) {
-		tc.watched[partKey{"gone", p}] = old
+		tc.watched[partKey{"gone", p}] = time.Now().Add(-2 * tailWatch)
 	}
 	tc.watch([]partKey{a})
 	if len(tc.watched) != 1 || tc.sweepAt != 1024 {
