@@ -170,17 +170,20 @@ func splitBatches(batches []*Batch, minRecords, maxParts int) []int {
 	if parts < 2 {
 		return whole
 	}
-	// At each share of the records, cut before or after the batch that reaches it, the nearer first,
-	// where both sides keep minRecords.
+	// Cut where the run reaches an equal share of the records left (before or after the batch that
+	// reaches it, the nearer first), where both sides keep minRecords.
 	cuts := []int{0}
 	n, last := 0, 0 // records before the cut candidate; before the last cut
 	for i, b := range batches {
 		prev := n
 		n += len(b.Records)
-		if len(cuts) == parts || n*parts < len(cuts)*total {
+		if len(cuts) == parts {
+			break
+		}
+		target := last + (total-last)/(parts-len(cuts)+1)
+		if n < target {
 			continue
 		}
-		target := len(cuts) * total / parts
 		cands := [2]struct{ at, count int }{{i + 1, n}, {i, prev}}
 		if target-prev < n-target {
 			cands[0], cands[1] = cands[1], cands[0]
