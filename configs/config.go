@@ -37,7 +37,7 @@ type Kafka struct {
 	Advertised     string `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
 	MaxFrameBytes  int32  `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
 	MaxConnections int    `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
-	TailCacheBytes int64  `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records, so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
+	TailCacheBytes int64  `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
 }
 
 // Redis is the backing store. No addresses means the embedded in-process
