@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,8 +51,9 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 	defer stopProfile()
 	parts, size := b.o.latPartitions, b.o.latSize
 	warm := b.o.latDuration / 10
-	b.rep.meta("latency", fmt.Sprintf("%d B values over %d partition(s); franz-go producer linger=%v, acks=-1, idempotent; franz-go consumer long-polling (max wait 5s, min bytes 1); each rate: %v warm-up + %v measured; latency = consumer poll return - time the record was handed to the producer; baseline: XADD pipelined per 1 ms tick by one sender, XREAD BLOCK consumer",
-		size, parts, b.o.latLinger, warm, b.o.latDuration))
+	measure := b.o.latDuration / time.Duration(b.o.rounds)
+	b.rep.meta("latency", fmt.Sprintf("%d B values over %d partition(s); franz-go producer linger=%v, acks=-1, idempotent; franz-go consumer long-polling (max wait 5s, min bytes 1); each rate: %d rounds of kgate then baseline, each run %v warm-up + %v measured, percentiles over all rounds' samples; latency = consumer poll return - time the record was handed to the producer; baseline: XADD pipelined per 1 ms tick by one sender, XREAD BLOCK consumer",
+		size, parts, b.o.latLinger, b.o.rounds, warm, measure))
 	for i, r := range b.o.latRates {
 		rate, label := r, fmt.Sprintf("%s rec/s", fmtNum(r))
 		if r < 0 {
@@ -62,23 +64,35 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 			rate = -r * maxRate
 			label = fmt.Sprintf("%.0f%% max (%s rec/s)", -r*100, fmtNum(rate))
 		}
-		topic := fmt.Sprintf("latency-%d", i)
-		if err := b.createTopic(ctx, topic, parts); err != nil {
-			return err
-		}
+		// kgate and the baseline alternate, as in the produce phase, so the machine's drift falls on
+		// both; the percentiles are over every round's samples.
 		var k, base latencyRun
-		var err error
-		labeled("client", func() { k, err = b.latencyKgate(ctx, topic, parts, size, rate, warm) })
-		if err != nil {
-			return fmt.Errorf("%s through kgate: %w", label, err)
-		}
-		labeled("baseline", func() { base, err = b.latencyBaseline(ctx, topic, parts, size, rate, warm) })
-		if err != nil {
-			return fmt.Errorf("%s baseline: %w", label, err)
+		var kp99, bp99 []float64
+		for round := range b.o.rounds {
+			topic := fmt.Sprintf("latency-%d-%d", i, round)
+			if err := b.createTopic(ctx, topic, parts); err != nil {
+				return err
+			}
+			var kr, br latencyRun
+			var err error
+			labeled("client", func() { kr, err = b.latencyKgate(ctx, topic, parts, size, rate, warm, measure) })
+			if err != nil {
+				return fmt.Errorf("%s through kgate: %w", label, err)
+			}
+			labeled("baseline", func() { br, err = b.latencyBaseline(ctx, topic, parts, size, rate, warm, measure) })
+			if err != nil {
+				return fmt.Errorf("%s baseline: %w", label, err)
+			}
+			kp99 = append(kp99, percentiles(kr.lat, .99)[0])
+			bp99 = append(bp99, percentiles(br.lat, .99)[0])
+			k, base = k.plus(kr), base.plus(br)
 		}
 		kp := percentiles(k.lat, .5, .99, .999)
 		bp := percentiles(base.lat, .5, .99, .999)
 		notes := fmt.Sprintf("delivered %s rec/s (baseline %s), %d samples", fmtNum(k.achieved), fmtNum(base.achieved), len(k.lat))
+		if len(kp99) > 1 {
+			notes += "; p99 per round " + joinMs(kp99) + " (baseline " + joinMs(bp99) + ")"
+		}
 		for j, m := range []string{"p50", "p99", "p999"} {
 			res := result{Phase: "latency", Case: label, Metric: m, Unit: "ms", Kgate: kp[j]}
 			if j == 0 {
@@ -88,6 +102,24 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// plus is two runs' samples together, the delivered rate and CPU weighted by measured time.
+func (r latencyRun) plus(s latencyRun) latencyRun {
+	if r.cpu.WallSec == 0 {
+		return s
+	}
+	a, b := r.cpu.WallSec, s.cpu.WallSec
+	return latencyRun{lat: append(r.lat, s.lat...), achieved: (r.achieved*a + s.achieved*b) / (a + b), cpu: r.cpu.plus(s.cpu)}
+}
+
+// joinMs formats milliseconds as "a/b/c".
+func joinMs(ms []float64) string {
+	parts := make([]string, len(ms))
+	for i, v := range ms {
+		parts[i] = fmtNum(v)
+	}
+	return strings.Join(parts, "/")
 }
 
 // maxProduceRate is the produce phase's kgate figure for size and parts, measured now if that phase
@@ -134,7 +166,7 @@ func pace(ctx context.Context, rate float64, total int64, emit func(from, to int
 	return nil
 }
 
-func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int, rate float64, warm time.Duration) (latencyRun, error) {
+func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int, rate float64, warm, measure time.Duration) (latencyRun, error) {
 	hwm, err := b.highWatermarks(ctx, topic, parts)
 	if err != nil {
 		return latencyRun{}, err
@@ -156,7 +188,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 	defer prod.Close()
 
 	start := time.Now()
-	total := int64(rate * (warm + b.o.latDuration).Seconds())
+	total := int64(rate * (warm + measure).Seconds())
 	warmN := int64(rate * warm.Seconds())
 	// One primer record per partition: both clients are connected and the consumer long-polls.
 	primers := int64(parts)
@@ -243,7 +275,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 
 // latencyBaseline does the same with Redis alone: the pacer hands each tick's records to one sender
 // goroutine that XADDs them in one pipeline; a consumer XREAD BLOCKs on every stream.
-func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size int, rate float64, warm time.Duration) (latencyRun, error) {
+func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size int, rate float64, warm, measure time.Duration) (latencyRun, error) {
 	rdb := b.base.Client()
 	keys := make([]string, parts)
 	ids := make([]string, parts)
@@ -252,7 +284,7 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 		ids[p] = "0-0"
 	}
 	defer rdb.Unlink(context.Background(), keys...)
-	total := int64(rate * (warm + b.o.latDuration).Seconds())
+	total := int64(rate * (warm + measure).Seconds())
 	warmN := int64(rate * warm.Seconds())
 	var (
 		start    = time.Now()
