@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestRoundSpread: each round's ratio in order, then the median (the mean of the middle two for an
 // even count); nothing for a single round.
@@ -28,5 +31,19 @@ func TestAppendRatio(t *testing.T) {
 	rs = appendRatio(rs, 0, 0)
 	if len(rs) != 1 || rs[0] != 0.8 {
 		t.Fatalf("ratios %v, want [0.8]", rs)
+	}
+}
+
+// TestLatencyRunPlus: rounds pool their samples; the delivered rate is weighted by measured time.
+func TestLatencyRunPlus(t *testing.T) {
+	a := latencyRun{lat: []time.Duration{1, 2}, achieved: 100, cpu: cpuUse{WallSec: 1}}
+	b := latencyRun{lat: []time.Duration{3}, achieved: 400, cpu: cpuUse{WallSec: 3}}
+	var sum latencyRun
+	sum = sum.plus(a).plus(b)
+	if len(sum.lat) != 3 || sum.achieved != 325 || sum.cpu.WallSec != 4 {
+		t.Fatalf("sum %+v", sum)
+	}
+	if got := joinMs([]float64{1.234, 56.7}); got != "1.23/56.7" {
+		t.Fatalf("joinMs: %q", got)
 	}
 }
