@@ -96,9 +96,10 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 		copyOf := g.tail.begin(keys)
 		defer g.tail.finish(keys, copyOf)
 		// The tail cache's copies are taken while Redis works on the append, off the produce path.
-		copies := make([]tailBatch, len(batches))
+		var copies []tailBatch
 		var copying sync.WaitGroup
 		if copyOf != nil {
+			copies = make([]tailBatch, len(batches))
 			copying.Go(func() {
 				for i, b := range batches {
 					if copyOf[i] {
@@ -123,9 +124,11 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 			if !r.Duplicate {
 				b := batches[i]
 				recordsProduced(b.Topic, len(b.Records))
-				g.tail.add(keys[i], ids[i], r.BaseOffset, copies[i])
+				if copies != nil {
+					g.tail.add(keys[i], ids[i], r.BaseOffset, copies[i])
+				}
 				g.notify.notify(keys[i])
-				g.publishAppend(batches[i].Topic, batches[i].Partition)
+				g.publishAppend(b.Topic, b.Partition)
 			}
 		}
 	}

@@ -165,8 +165,8 @@ func (ra *readAhead) order(reqs []redisstore.ReadRequest, ids [][16]byte) []int 
 }
 
 // freshOffsets replaces the offsets of read-ahead results with the partitions' current ones (read
-// now, without entries) and keeps only the records inside them: a record below a log start offset
-// that moved since is gone.
+// now, without entries) and keeps only the records inside them, as a fresh read would: a record below
+// a log start offset that moved since is gone.
 func (c *conn) freshOffsets(ctx context.Context, reqs []redisstore.ReadRequest, res []redisstore.ReadResult) {
 	only := make([]redisstore.ReadRequest, len(reqs))
 	for i, r := range reqs {
@@ -176,14 +176,7 @@ func (c *conn) freshOffsets(ctx context.Context, reqs []redisstore.ReadRequest, 
 	for i := range res {
 		r := &res[i]
 		r.Offsets, r.Err = now[i].Offsets, now[i].Err
-		n := 0
-		for _, rec := range r.Records {
-			if rec.Offset >= r.Start && rec.Offset < r.End {
-				r.Records[n] = rec
-				n++
-			}
-		}
-		r.Records = r.Records[:n]
+		r.Records = r.Offsets.Clip(r.Records, reqs[i].Offset)
 	}
 }
 

@@ -24,8 +24,7 @@ import (
 // the cache while it holds them.
 //
 // Only partitions a fetch lately read up to their end (a consumer keeping up) are cached: copying
-// appends nobody reads at the tail would cost the produce path CPU and the garbage collector a heap of
-// records to scan, for nothing.
+// appends nobody reads at the tail would cost the produce path CPU and memory for nothing.
 //
 // Memory is bounded: each partition keeps at most perPart bytes (its newest batches), and when the
 // whole cache passes max bytes the partitions appended to longest ago are dropped.
@@ -69,7 +68,7 @@ func newTailCache(max int64) *tailCache {
 }
 
 // tailBatch is a batch's records copied for the cache (offsets from 0), taken while its append is
-// still in flight: the copy then costs the produce path no time.
+// still in flight, so the copy does not lengthen the request.
 type tailBatch struct {
 	recs []redisstore.Record
 	size int64
@@ -91,7 +90,7 @@ func (tc *tailCache) add(k partKey, id [16]byte, base int64, b tailBatch) {
 	defer tc.mu.Unlock()
 	tc.clock++
 	p := tc.parts[k]
-	if at, ok := tc.watched[k]; !ok || now.Sub(at) > tailWatch {
+	if !tc.watchedLocked(k, now) {
 		if p != nil {
 			tc.drop(k, p)
 		}
@@ -212,23 +211,28 @@ func (tc *tailCache) begin(ks []partKey) (copyOf []bool) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	for i, k := range ks {
-		at, ok := tc.watched[k]
-		if ok && now.Sub(at) <= tailWatch {
+		if tc.watchedLocked(k, now) {
 			if copyOf == nil {
 				copyOf = make([]bool, len(ks))
 			}
 			copyOf[i] = true
 			tc.inflight[k]++
-			continue
-		}
-		if ok {
-			delete(tc.watched, k)
-		}
-		if p := tc.parts[k]; p != nil {
+		} else if p := tc.parts[k]; p != nil {
 			tc.drop(k, p)
 		}
 	}
 	return copyOf
+}
+
+// watchedLocked reports whether a fetch read partition k up to its end within tailWatch of now,
+// forgetting a mark older than that; tc.mu is held.
+func (tc *tailCache) watchedLocked(k partKey, now time.Time) bool {
+	at, ok := tc.watched[k]
+	if ok && now.Sub(at) > tailWatch {
+		delete(tc.watched, k)
+		ok = false
+	}
+	return ok
 }
 
 func (tc *tailCache) finish(ks []partKey, copyOf []bool) {
@@ -287,7 +291,7 @@ func (tc *tailCache) getLocked(k partKey, id [16]byte, from, to int64, since uin
 	return out
 }
 
-// now is the cache's clock, to pass to get for a high watermark read after this call.
+// now is the cache's clock, to pass to await for a high watermark read after this call.
 func (tc *tailCache) now() uint64 {
 	if tc == nil {
 		return 0

@@ -33,7 +33,7 @@ var ErrStreamConflict = errors.New("redisstore: partition stream was written out
 
 // finishScript completes a batch whose n XADDs ran just before it in the same MULTI.
 // KEYS: stream, meta, tindex, producers. ARGV: producer id (-1: none), epoch, base sequence, n, k, then
-// k pairs (record index, timestamp) where the batch's running maximum timestamp grows.
+// k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate).
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict}.
 var finishScript = batchLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

@@ -442,7 +442,7 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 				out[i].Err = more[j][i].Err
 			}
 			if len(more[j][i].Records) > 0 && out[i].Err == nil {
-				out[i].Records = append(out[i].Records, clip(more[j][i].Records, reqs[i].Offset, out[i].Offsets)...)
+				out[i].Records = append(out[i].Records, out[i].Offsets.Clip(more[j][i].Records, reqs[i].Offset)...)
 			}
 		}
 	}
@@ -547,16 +547,17 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 			continue
 		}
 		if metas {
-			recs = clip(recs, reqs[p.req].Offset, o.Offsets)
+			recs = o.Offsets.Clip(recs, reqs[p.req].Offset)
 		}
 		o.Records = recs
 	}
 }
 
-// clip keeps the records in [Start, End) and drops them all when the request starts below Start: the
-// stream may still hold entries below a log start offset that a concurrent (or fallback) trim has not
-// removed yet, and records past End were appended after the offsets were read.
-func clip(recs []Record, from int64, o Offsets) []Record {
+// Clip keeps the records of a read from offset from that lie in [Start, End), and drops them all when
+// the read starts below Start: the stream may still hold entries below a log start offset that a
+// concurrent (or fallback) trim has not removed yet, and records past End were appended after the
+// offsets were read.
+func (o Offsets) Clip(recs []Record, from int64) []Record {
 	if from < o.Start {
 		return recs[:0]
 	}
@@ -643,7 +644,6 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	pipe := s.rdb.Pipeline()
 	atOrAbove := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: strconv.FormatInt(ts, 10), Stop: "+inf", ByScore: true, Count: 1})
 	below := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "(" + strconv.FormatInt(ts, 10), Stop: "-inf", ByScore: true, Rev: true, Count: 1})
-	meta := pipe.HMGet(ctx, s.keys.meta(topic, partition), "start")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
@@ -657,20 +657,16 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 		p, _ := strconv.ParseInt(prev[0], 10, 64)
 		from = p + 1
 	}
-	if v := meta.Val(); len(v) == 1 {
-		if str, ok := v[0].(string); ok {
-			start, _ := strconv.ParseInt(str, 10, 64)
-			from = max(from, start)
-		}
-	}
-	// The records between the two points are read: up to the point at or above ts, whose record
-	// matches unless it was deleted (then on from there, page by page).
+	// The records between the two points are read (from the log start when the point below was
+	// deleted): up to the point at or above ts, whose record matches unless it was deleted too (then on
+	// from there, page by page).
 	return s.scanForTime(ctx, topic, partition, from, offset, ts)
 }
 
-// scanForTime reads from offset from on for the first record with a timestamp of at least ts, the
-// first read ending at offset upTo when that is ahead. Entries deleted natively (XDEL) leave gaps, so
-// a short read does not mean the end; the scan ends at the high watermark.
+// scanForTime reads from offset from (the log start when that is further) on for the first record
+// with a timestamp of at least ts, the first read ending at offset upTo when that is ahead. Entries
+// deleted natively (XDEL) leave gaps, so a short read does not mean the end; the scan ends at the high
+// watermark.
 func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, from, upTo, ts int64) (int64, int64, bool, error) {
 	const page = 1000
 	for {
@@ -682,8 +678,8 @@ func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, 
 		if res.Err != nil {
 			return 0, 0, false, res.Err
 		}
-		if from < res.Start { // DeleteRecords moved the log start meanwhile
-			from, upTo = res.Start, -1
+		if from < res.Start { // below the log start: the read found nothing
+			from = res.Start
 			continue
 		}
 		for _, r := range res.Records {

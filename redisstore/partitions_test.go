@@ -706,9 +706,9 @@ func TestClip(t *testing.T) {
 		{[]int64{1, 2, 3, 4}, 2, Offsets{2, 6}, []int64{2, 3, 4}}, // an untrimmed entry below start is dropped
 		{[]int64{3, 4, 5, 6}, 3, Offsets{3, 5}, []int64{3, 4}},    // appended after the offsets were read
 	} {
-		got := offsetsOf(clip(recs(tc.in...), tc.from, tc.o))
+		got := offsetsOf(tc.o.Clip(recs(tc.in...), tc.from))
 		if !equalInts(got, tc.want) {
-			t.Errorf("clip(%v, %d, %+v) = %v, want %v", tc.in, tc.from, tc.o, got, tc.want)
+			t.Errorf("%+v.Clip(%v, %d) = %v, want %v", tc.o, tc.in, tc.from, got, tc.want)
 		}
 	}
 }

@@ -73,7 +73,7 @@ end
 // ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 "1" to let Redis 7
 // assign sequence numbers (XADD 0-*) after the first record, 6 layout: two bytes (big endian) per
 // record = its number of field pairs after "ts", 7 k = number of time-index candidates, then k pairs
-// (record index from 0, timestamp): the records where the batch's running maximum timestamp grows,
+// (record index from 0, timestamp): the batch's time-index candidates (eachTimeCandidate),
 // then per record: timestamp, field, value, ...
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code}.
 var appendScript = redis.NewScript(batchLua + `

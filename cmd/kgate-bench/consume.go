@@ -58,21 +58,19 @@ func (b *bench) consumePhase(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var k, base consumeRun
-		var ratios []float64
 		page := kgatePageSize(b.o.keyBytes, pt.size)
-		for range b.o.rounds { // alternating, as in the produce phase
-			var kr, br consumeRun
-			labeled("client", func() { kr, err = b.consumeKgate(ctx, pt.topic, pt.parts, sum(hwm)) })
-			if err != nil {
-				return fmt.Errorf("%s through kgate: %w", pt.topic, err)
-			}
-			labeled("baseline", func() { br, err = b.consumeBaseline(ctx, pt.topic, hwm, page) })
-			if err != nil {
-				return fmt.Errorf("%s baseline: %w", pt.topic, err)
-			}
-			k, base = k.plus(kr), base.plus(br)
-			ratios = appendRatio(ratios, kr.rate(), br.rate())
+		ks, bs, err := alternate(pt.topic, b.o.rounds, func(int) (consumeRun, error) {
+			return b.consumeKgate(ctx, pt.topic, pt.parts, sum(hwm))
+		}, func(int) (consumeRun, error) {
+			return b.consumeBaseline(ctx, pt.topic, hwm, page)
+		})
+		if err != nil {
+			return err
+		}
+		k, base := total(ks), total(bs)
+		var ratios []float64
+		for i := range ks {
+			ratios = appendRatio(ratios, ks[i].rate(), bs[i].rate())
 		}
 		cs := fmt.Sprintf("%s x %dp", sizeName(pt.size), pt.parts)
 		notes := fmt.Sprintf("%s records x %d rounds, XRANGE COUNT %d", fmtNum(float64(sum(hwm))), b.o.rounds, page)

@@ -64,28 +64,24 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 			rate = -r * maxRate
 			label = fmt.Sprintf("%.0f%% max (%s rec/s)", -r*100, fmtNum(rate))
 		}
-		// kgate and the baseline alternate, as in the produce phase, so the machine's drift falls on
-		// both; the percentiles are over every round's samples.
-		var k, base latencyRun
+		// The percentiles are over every round's samples.
+		topic := func(round int) string { return fmt.Sprintf("latency-%d-%d", i, round) }
+		ks, bs, err := alternate(label, b.o.rounds, func(round int) (latencyRun, error) {
+			if err := b.createTopic(ctx, topic(round), parts); err != nil {
+				return latencyRun{}, err
+			}
+			return b.latencyKgate(ctx, topic(round), parts, size, rate, warm, measure)
+		}, func(round int) (latencyRun, error) {
+			return b.latencyBaseline(ctx, topic(round), parts, size, rate, warm, measure)
+		})
+		if err != nil {
+			return err
+		}
+		k, base := total(ks), total(bs)
 		var kp99, bp99 []float64
-		for round := range b.o.rounds {
-			topic := fmt.Sprintf("latency-%d-%d", i, round)
-			if err := b.createTopic(ctx, topic, parts); err != nil {
-				return err
-			}
-			var kr, br latencyRun
-			var err error
-			labeled("client", func() { kr, err = b.latencyKgate(ctx, topic, parts, size, rate, warm, measure) })
-			if err != nil {
-				return fmt.Errorf("%s through kgate: %w", label, err)
-			}
-			labeled("baseline", func() { br, err = b.latencyBaseline(ctx, topic, parts, size, rate, warm, measure) })
-			if err != nil {
-				return fmt.Errorf("%s baseline: %w", label, err)
-			}
-			kp99 = append(kp99, percentiles(kr.lat, .99)[0])
-			bp99 = append(bp99, percentiles(br.lat, .99)[0])
-			k, base = k.plus(kr), base.plus(br)
+		for j := range ks {
+			kp99 = append(kp99, percentiles(ks[j].lat, .99)[0])
+			bp99 = append(bp99, percentiles(bs[j].lat, .99)[0])
 		}
 		kp := percentiles(k.lat, .5, .99, .999)
 		bp := percentiles(base.lat, .5, .99, .999)

@@ -102,29 +102,26 @@ func (b *bench) producePhase(ctx context.Context) error {
 			if err := b.createTopic(ctx, topic, parts); err != nil {
 				return err
 			}
-			// kgate and the baseline alternate; the baseline's batches take the shape of kgate's
-			// requests in the first round.
-			var k, base produceRun
-			var ratios []float64
+			// The baseline's batches take the shape of kgate's requests in the first round.
 			measure := b.o.duration / time.Duration(b.o.rounds)
 			perBatch, perReq := 0, 0
-			for round := range b.o.rounds {
-				var kr, br produceRun
-				var err error
-				labeled("client", func() { kr, err = b.produceKgate(ctx, topic, size, measure) })
-				if err != nil {
-					return fmt.Errorf("%s through kgate: %w", topic, err)
-				}
+			ks, bs, err := alternate(topic, b.o.rounds, func(round int) (produceRun, error) {
+				kr, err := b.produceKgate(ctx, topic, size, measure)
 				if round == 0 {
 					perBatch = max(int(math.Round(kr.perBatch)), 1)
 					perReq = min(max(int(math.Round(kr.perReq)), 1), parts)
 				}
-				labeled("baseline", func() { br, err = b.produceBaseline(ctx, topic, parts, size, perBatch, perReq, measure) })
-				if err != nil {
-					return fmt.Errorf("%s baseline: %w", topic, err)
-				}
-				k, base = k.plus(kr), base.plus(br)
-				ratios = appendRatio(ratios, kr.rate, br.rate)
+				return kr, err
+			}, func(int) (produceRun, error) {
+				return b.produceBaseline(ctx, topic, parts, size, perBatch, perReq, measure)
+			})
+			if err != nil {
+				return err
+			}
+			k, base := total(ks), total(bs)
+			var ratios []float64
+			for i := range ks {
+				ratios = appendRatio(ratios, ks[i].rate, bs[i].rate)
 			}
 			cs := fmt.Sprintf("%s x %dp", sizeName(size), parts)
 			notes := fmt.Sprintf("%.1f rec/batch, %.1f batches/req", k.perBatch, k.perReq)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -45,5 +47,25 @@ func TestLatencyRunPlus(t *testing.T) {
 	}
 	if got := joinMs([]float64{1.234, 56.7}); got != "1.23/56.7" {
 		t.Fatalf("joinMs: %q", got)
+	}
+}
+
+// TestAlternate: kgate then baseline in each round, runs returned in order; the first error stops the
+// case and names it.
+func TestAlternate(t *testing.T) {
+	var order []string
+	run := func(side string) func(int) (consumeRun, error) {
+		return func(round int) (consumeRun, error) {
+			order = append(order, fmt.Sprint(side, round))
+			return consumeRun{records: int64(round + 1)}, nil
+		}
+	}
+	ks, bs, err := alternate("case", 2, run("k"), run("b"))
+	if err != nil || fmt.Sprint(order) != "[k0 b0 k1 b1]" || len(ks) != 2 || len(bs) != 2 || total(ks).records != 3 {
+		t.Fatalf("order %v, runs %v %v, err %v", order, ks, bs, err)
+	}
+	_, _, err = alternate("case", 2, run("k"), func(int) (consumeRun, error) { return consumeRun{}, errors.New("down") })
+	if err == nil || err.Error() != "case baseline: down" {
+		t.Fatalf("error %v", err)
 	}
 }

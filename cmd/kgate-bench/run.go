@@ -303,6 +303,36 @@ func labeled(side string, fn func()) {
 	pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) { fn() })
 }
 
+// alternate runs a case through kgate and then its baseline, rounds times, so the machine's drift
+// falls on both sides; it returns each side's runs in order (each labelled for the CPU profile).
+func alternate[R any](name string, rounds int, kgate, baseline func(round int) (R, error)) (ks, bs []R, err error) {
+	for round := range rounds {
+		var k, b R
+		labeled("client", func() { k, err = kgate(round) })
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s through kgate: %w", name, err)
+		}
+		labeled("baseline", func() { b, err = baseline(round) })
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s baseline: %w", name, err)
+		}
+		ks, bs = append(ks, k), append(bs, b)
+	}
+	return ks, bs, nil
+}
+
+// runs is a phase's run type: runs taken together with plus.
+type runs[R any] interface{ plus(R) R }
+
+// total is the runs rs taken together.
+func total[R runs[R]](rs []R) R {
+	var t R
+	for _, r := range rs {
+		t = t.plus(r)
+	}
+	return t
+}
+
 // randomBytes is n incompressible bytes.
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
