@@ -11,7 +11,7 @@
 //	          fields (ts, key, value), in batches of the records per batch kgate's requests carried.
 //	consume   records/s reading the produce phase's topics from offset 0 (franz-go consumer).
 //	          Baseline: pipelined XRANGE over the same streams, pages sized as kgate's fetch sizes them.
-//	latency   end-to-end p50/p99/p999 at fixed rates (1k, 10k rec/s and 50% of the measured maximum)
+//	latency   end-to-end p50/p99/p999 at fixed rates (1k, 10k rec/s and 50% of the maximum end-to-end rate)
 //	          with a long-polling consumer. Baseline: XADD + XREAD BLOCK at the same rates.
 //	commits   OffsetCommit/s (simple commits, generation -1) vs redisstore.CommitOffsets called directly.
 //	conns     RSS with 1,000 and 10,000 idle connections (opened by a child process so the RSS is the
@@ -96,7 +96,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.consumeTimeout, "consume-timeout", 20*time.Second, "upper bound of each consume run")
 	fs.IntVar(&o.rounds, "rounds", 3, "produce, consume and latency cases alternate kgate and baseline runs this many times (each produce run measures --duration/rounds, each latency run --latency-duration/rounds) and report figures over all of them, so the machine's drift falls on both sides")
 	fs.DurationVar(&o.latDuration, "latency-duration", 3*time.Second, "measured time at each latency rate, for kgate and for the baseline each (split over --rounds runs, each after a warm-up of a tenth of this)")
-	rates := fs.String("latency-rates", "1000,10000,50%", "records/s; N% is that share of the measured maximum (produce phase, same size and partitions)")
+	rates := fs.String("latency-rates", "1000,10000,50%", "records/s; N% is that share of the maximum end-to-end rate, measured first (producer and consumer at once, same size, partitions and linger)")
 	fs.IntVar(&o.latPartitions, "latency-partitions", 1, "partitions of the latency topic")
 	fs.DurationVar(&o.latLinger, "latency-linger", 0, "producer linger in the latency phase")
 	fs.IntVar(&o.latSize, "latency-size", 100, "record value size in the latency phase")

@@ -36,7 +36,8 @@ type bench struct {
 	admCl     *kgo.Client
 
 	produced []producedTopic     // topics the produce phase filled, for the consume phase
-	maxRate  map[string]float64  // "size/partitions" -> measured kgate records/s
+	maxRate  map[string]float64  // "size/partitions" -> kgate records/s in the produce phase
+	maxE2E   map[string]float64  // "size/partitions" -> kgate records/s end to end (maxEndToEndRate)
 	topics   map[string]struct{} // created topics
 	prof     *os.File            // open while the CPU profile runs
 	cleanups []func()            // run in reverse at the end
@@ -48,8 +49,13 @@ type producedTopic struct {
 	parts int
 }
 
-func run(ctx context.Context, o options) (err error) {
-	b := &bench{o: o, rep: newReporter(o.json), maxRate: map[string]float64{}, topics: map[string]struct{}{}}
+func run(ctx context.Context, o options) error {
+	return runWith(ctx, o, newReporter(o.json))
+}
+
+// runWith runs the phases o names, reporting to rep.
+func runWith(ctx context.Context, o options, rep *reporter) (err error) {
+	b := &bench{o: o, rep: rep, maxRate: map[string]float64{}, maxE2E: map[string]float64{}, topics: map[string]struct{}{}}
 	defer func() {
 		for i := len(b.cleanups) - 1; i >= 0; i-- {
 			b.cleanups[i]()

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/internal/redistest"
+)
+
+// TestLatencyPhaseAtHalfMax runs the latency phase at "50%" end to end, on a redis-server of its own
+// and an in-process gateway, with short timings: the rate is half of an end-to-end maximum measured in
+// the same run, and every percentile has its baseline.
+func TestLatencyPhaseAtHalfMax(t *testing.T) {
+	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	if !redistest.Available() {
+		t.Fatal("redis-server is not on PATH")
+	}
+	o, err := parseFlags([]string{"--phases", "latency", "--latency-rates", "50%", "--rounds", "1",
+		"--duration", "500ms", "--latency-duration", "500ms", "--json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep := &reporter{json: true, out: &out, table: io.Discard}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := runWith(ctx, o, rep); err != nil {
+		t.Fatal(err)
+	}
+	metrics := map[string]result{}
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.Phase != "latency" {
+			continue
+		}
+		metrics[r.Metric] = r
+	}
+	p50, ok := metrics["p50"]
+	if !ok {
+		t.Fatalf("no latency p50 in the output:\n%s", out.String())
+	}
+	if !strings.HasPrefix(p50.Case, "50% max (") || !strings.Contains(p50.Notes, "rec/s end to end") {
+		t.Fatalf("case %q, notes %q: want half of the end-to-end maximum", p50.Case, p50.Notes)
+	}
+	rate := leadingNumber(t, strings.TrimPrefix(p50.Case, "50% max ("))
+	_, after, _ := strings.Cut(p50.Notes, "max = ")
+	if max := leadingNumber(t, after); rate < 0.49*max || rate > 0.51*max {
+		t.Fatalf("rate %v is not half of the end-to-end maximum %v (notes %q)", rate, max, p50.Notes)
+	}
+	for _, m := range []string{"p50", "p99", "p999"} {
+		r := metrics[m]
+		if r.Kgate <= 0 || r.Baseline == nil || *r.Baseline <= 0 {
+			t.Fatalf("%s: kgate %v, baseline %v", m, r.Kgate, r.Baseline)
+		}
+	}
+}
+
+// leadingNumber parses the number s starts with, written with thousands separators ("98,363 rec/s").
+func leadingNumber(t *testing.T, s string) float64 {
+	t.Helper()
+	end := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != ',' && r != '.' })
+	if end < 0 {
+		end = len(s)
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(s[:end], ",", ""), 64)
+	if err != nil {
+		t.Fatalf("no number at the start of %q", s)
+	}
+	return v
+}
