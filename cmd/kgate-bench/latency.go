@@ -52,8 +52,8 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 	parts, size := b.o.latPartitions, b.o.latSize
 	warm := b.o.latDuration / 10
 	measure := b.o.latDuration / time.Duration(b.o.rounds)
-	b.rep.meta("latency", fmt.Sprintf("%d B values over %d partition(s); franz-go producer linger=%v, acks=-1, idempotent; franz-go consumer long-polling (max wait 5s, min bytes 1); each rate: %d rounds of kgate then baseline, each run %v warm-up + %v measured, percentiles over all rounds' samples; latency = consumer poll return - time the record was handed to the producer; baseline: XADD pipelined per 1 ms tick by one sender, XREAD BLOCK consumer",
-		size, parts, b.o.latLinger, b.o.rounds, warm, measure))
+	b.rep.meta("latency", fmt.Sprintf("%d B values over %d partition(s); franz-go producer linger=%v, acks=-1, idempotent; franz-go consumer long-polling (max wait 5s, min bytes 1); each rate: %d rounds of kgate then baseline, each run %v warm-up + %v measured, percentiles over all rounds' samples; latency = consumer poll return - time the record was handed to the producer; baseline: XADD pipelined per 1 ms tick by one sender, XREAD BLOCK consumer; N%% max: that share of the end-to-end maximum, measured when the first such rate comes up (this producer flat out with the consumer reading along, %v after a %v warm-up)",
+		size, parts, b.o.latLinger, b.o.rounds, warm, measure, b.o.duration, b.o.warmup))
 	for i, r := range b.o.latRates {
 		rate, label, maxNote := r, fmt.Sprintf("%s rec/s", fmtNum(r)), ""
 		if r < 0 {
@@ -130,11 +130,11 @@ func (b *bench) maxProduceRate(size, parts int) float64 {
 }
 
 // maxEndToEndRate is the most records/s kgate delivers end to end: the latency phase's producer (its
-// linger, acks=-1, idempotent) writing as fast as franz-go's buffer lets it while a consumer reads
-// the same partitions. The produce phase's maximum is a different system, a producer alone with a
-// 5 ms linger: on two shared cores, half of it can already saturate producer + consumer + gateway +
-// Redis, so "50% of max" would not be half loaded. The rate counts what the consumer received after
-// the first fifth of --duration, until the producer stops.
+// linger, acks=-1, idempotent; a fresh, time-stamped value per record) writing as fast as franz-go's
+// buffer lets it while a consumer long-polls the same partitions. The produce phase's maximum is a
+// different system, a producer alone with a 5 ms linger: on two shared cores, half of it can already
+// saturate producer + consumer + gateway + Redis, so "50% of max" would not be half loaded. The rate
+// is what the consumer received over --duration, after --warmup.
 func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, error) {
 	if r, ok := b.maxE2E[rateKey(size, parts)]; ok {
 		return r, nil
@@ -153,7 +153,7 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 		offs[int32(p)] = kgo.NewOffset().At(hwm[p])
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchMaxWait(500*time.Millisecond))
+		kgo.FetchMaxWait(5*time.Second))
 	if err != nil {
 		return 0, err
 	}
@@ -163,58 +163,68 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 		return 0, err
 	}
 	defer prod.Close()
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: randomBytes(size)}).FirstErr(); err != nil {
+		return 0, fmt.Errorf("end-to-end maximum: primer: %w", err)
+	}
 
-	cctx, stopConsumer := context.WithCancel(ctx)
-	defer stopConsumer()
+	// The consumer and the producer run until the measurement ends or either fails.
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var got atomic.Int64
-	consumed := make(chan error, 1)
+	consumed := make(chan struct{})
 	go func() {
-		for {
-			fs := cons.PollFetches(cctx)
-			if cctx.Err() != nil {
-				consumed <- nil
+		defer close(consumed)
+		for rctx.Err() == nil {
+			fs := cons.PollFetches(rctx)
+			if rctx.Err() != nil {
 				return
 			}
 			if errs := fs.Errors(); len(errs) > 0 {
-				consumed <- errs[0].Err
+				stop(fmt.Errorf("end-to-end maximum: consumer: %w", errs[0].Err))
 				return
 			}
 			got.Add(int64(fs.NumRecords()))
 		}
 	}()
-
-	var perr atomic.Pointer[error]
-	pctx, stopProducer := context.WithTimeout(ctx, b.o.duration)
-	defer stopProducer()
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil && pctx.Err() == nil {
-			perr.CompareAndSwap(nil, &err)
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		promise := func(_ *kgo.Record, err error) {
+			if err != nil && rctx.Err() == nil {
+				stop(fmt.Errorf("end-to-end maximum: producer: %w", err))
+			}
 		}
-	}
-	keys := recordKeys(b.o.keyBytes)
-	value := randomBytes(size)
-	start := time.Now()
-	warm := b.o.duration / 5
-	var from int64
-	var measuredFrom time.Time
-	for i := 0; pctx.Err() == nil; i++ {
-		if measuredFrom.IsZero() && time.Since(start) >= warm {
-			from, measuredFrom = got.Load(), time.Now()
+		keys := recordKeys(b.o.keyBytes)
+		tail := randomBytes(size)
+		start := time.Now()
+		for i := 0; rctx.Err() == nil; i++ {
+			v := make([]byte, size)
+			copy(v[stampLen:], tail)
+			stampValue(v, time.Since(start), false)
+			prod.Produce(rctx, &kgo.Record{Key: keys[i%len(keys)], Value: v}, promise) // blocks while the buffer is full
 		}
-		prod.Produce(pctx, &kgo.Record{Key: keys[i%len(keys)], Value: value}, promise) // blocks while the buffer is full
+	}()
+	defer func() { stop(nil); <-produced; <-consumed }()
+	measure := func() (float64, error) {
+		if err := sleep(rctx, b.o.warmup); err != nil {
+			return 0, err
+		}
+		from, t0 := got.Load(), time.Now()
+		if err := sleep(rctx, b.o.duration); err != nil {
+			return 0, err
+		}
+		return float64(got.Load()-from) / time.Since(t0).Seconds(), nil
 	}
-	to, elapsed := got.Load(), time.Since(measuredFrom)
-	stopConsumer()
-	if err := <-consumed; err != nil {
-		return 0, fmt.Errorf("end-to-end maximum: consumer: %w", err)
+	rate, err := measure()
+	if cause := context.Cause(rctx); err != nil && cause != nil {
+		err = cause // the consumer's or producer's failure, or ctx's
 	}
-	if p := perr.Load(); p != nil {
-		return 0, fmt.Errorf("end-to-end maximum: producer: %w", *p)
+	if err != nil {
+		return 0, err
 	}
-	if measuredFrom.IsZero() || to <= from {
+	if rate <= 0 {
 		return 0, fmt.Errorf("end-to-end maximum: nothing delivered in %v", b.o.duration)
 	}
-	rate := float64(to-from) / elapsed.Seconds()
 	b.maxE2E[rateKey(size, parts)] = rate
 	return rate, nil
 }
