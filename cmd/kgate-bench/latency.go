@@ -144,16 +144,7 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 		return 0, err
 	}
 	progress("measuring the maximum end-to-end rate for %s x %dp", sizeName(size), parts)
-	hwm, err := b.highWatermarks(ctx, topic, parts)
-	if err != nil {
-		return 0, err
-	}
-	offs := map[int32]kgo.Offset{}
-	for p := range parts {
-		offs[int32(p)] = kgo.NewOffset().At(hwm[p])
-	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchMaxWait(5*time.Second))
+	cons, err := b.tailConsumer(ctx, topic, parts)
 	if err != nil {
 		return 0, err
 	}
@@ -229,6 +220,21 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 	return rate, nil
 }
 
+// tailConsumer is a franz-go consumer of every partition of topic from its current end, long-polling
+// (max wait 5 s, min bytes 1).
+func (b *bench) tailConsumer(ctx context.Context, topic string, parts int) (*kgo.Client, error) {
+	hwm, err := b.highWatermarks(ctx, topic, parts)
+	if err != nil {
+		return nil, err
+	}
+	offs := map[int32]kgo.Offset{}
+	for p := range parts {
+		offs[int32(p)] = kgo.NewOffset().At(hwm[p])
+	}
+	return kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+		kgo.FetchMaxWait(5*time.Second))
+}
+
 // pace calls emit every millisecond with the records due by then at rate, until total were emitted.
 func pace(ctx context.Context, rate float64, total int64, emit func(from, to int64)) error {
 	start := time.Now()
@@ -251,16 +257,7 @@ func pace(ctx context.Context, rate float64, total int64, emit func(from, to int
 }
 
 func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int, rate float64, warm, measure time.Duration) (latencyRun, error) {
-	hwm, err := b.highWatermarks(ctx, topic, parts)
-	if err != nil {
-		return latencyRun{}, err
-	}
-	offs := map[int32]kgo.Offset{}
-	for p := range parts {
-		offs[int32(p)] = kgo.NewOffset().At(hwm[p])
-	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchMaxWait(5*time.Second))
+	cons, err := b.tailConsumer(ctx, topic, parts)
 	if err != nil {
 		return latencyRun{}, err
 	}
