@@ -29,6 +29,14 @@ func stampValue(dst []byte, since time.Duration, warm bool) {
 	}
 }
 
+// stampedValue is a fresh record value: the stamp, then tail's bytes after it (len(tail) bytes in all).
+func stampedValue(tail []byte, since time.Duration, warm bool) []byte {
+	v := make([]byte, len(tail))
+	copy(v[stampLen:], tail[stampLen:])
+	stampValue(v, since, warm)
+	return v
+}
+
 func readStamp(v []byte) (time.Duration, bool) {
 	if len(v) < stampLen {
 		return 0, false
@@ -189,30 +197,19 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 		tail := randomBytes(size)
 		start := time.Now()
 		for i := 0; rctx.Err() == nil; i++ {
-			v := make([]byte, size)
-			copy(v[stampLen:], tail)
-			stampValue(v, time.Since(start), false)
+			v := stampedValue(tail, time.Since(start), false)
 			prod.Produce(rctx, &kgo.Record{Key: keys[i%len(keys)], Value: v}, promise) // blocks while the buffer is full
 		}
 	}()
 	defer func() { stop(nil); <-produced; <-consumed }()
-	measure := func() (float64, error) {
-		if err := sleep(rctx, b.o.warmup); err != nil {
-			return 0, err
-		}
-		from, t0 := got.Load(), time.Now()
-		if err := sleep(rctx, b.o.duration); err != nil {
-			return 0, err
-		}
-		return float64(got.Load()-from) / time.Since(t0).Seconds(), nil
+	if err := sleep(rctx, b.o.warmup); err != nil {
+		return 0, context.Cause(rctx) // the consumer's or producer's failure, or ctx's
 	}
-	rate, err := measure()
-	if cause := context.Cause(rctx); err != nil && cause != nil {
-		err = cause // the consumer's or producer's failure, or ctx's
+	from, t0 := got.Load(), time.Now()
+	if err := sleep(rctx, b.o.duration); err != nil {
+		return 0, context.Cause(rctx)
 	}
-	if err != nil {
-		return 0, err
-	}
+	rate := float64(got.Load()-from) / time.Since(t0).Seconds()
 	if rate <= 0 {
 		return 0, fmt.Errorf("end-to-end maximum: nothing delivered in %v", b.o.duration)
 	}
@@ -326,9 +323,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 	err = pace(ctx, rate, total, func(from, to int64) {
 		now := time.Since(start)
 		for i := from; i < to; i++ {
-			v := make([]byte, size)
-			copy(v[stampLen:], tail)
-			stampValue(v, now, i < warmN)
+			v := stampedValue(tail, now, i < warmN)
 			prod.Produce(ctx, &kgo.Record{Key: keys[i%int64(len(keys))], Value: v}, promise)
 		}
 	})
@@ -435,9 +430,7 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 			pipe := rdb.Pipeline()
 			ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
 			for i := tb.from; i < tb.to; i++ {
-				v := make([]byte, size)
-				copy(v[stampLen:], tail)
-				stampValue(v, tb.at, i < warmN)
+				v := stampedValue(tail, tb.at, i < warmN)
 				pipe.Do(ctx, "XADD", keys[i%int64(parts)], "*", "ts", ts, "key", rkeys[i%int64(len(rkeys))], "value", v)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {

@@ -47,15 +47,15 @@ func TestLatencyPhaseAtHalfMax(t *testing.T) {
 		}
 		metrics[r.Metric] = r
 	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
 	p50, ok := metrics["p50"]
 	if !ok {
 		t.Fatalf("no latency p50 in the output:\n%s", out.String())
 	}
 	if !strings.HasPrefix(p50.Case, "50% max (") || !strings.Contains(p50.Notes, "rec/s end to end") {
 		t.Fatalf("case %q, notes %q: want half of the end-to-end maximum", p50.Case, p50.Notes)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	rate := leadingNumber(t, strings.TrimPrefix(p50.Case, "50% max ("))
 	_, after, _ := strings.Cut(p50.Notes, "max = ")
