@@ -88,7 +88,8 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		nargs += 5 + 2*fc
 	}
 	nints += 2 * cands
-	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs+7+len(keys)+2*cands)}
+	nargs += 3 + len(keys) + 5 + 2*cands // EVAL script numkeys, keys, pid epoch seq n k, candidates
+	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs)}
 	xadds = make([][]any, len(b.Records))
 	a.strs = append(a.strs, keys...)
 	var names headerNames
