@@ -571,11 +571,13 @@ func (o Offsets) Clip(recs []Record, from int64) []Record {
 	return recs[:n]
 }
 
-// parseEntries decodes an XRANGE reply into records.
+// parseEntries decodes an XRANGE reply into records. The records' headers share one slab, sized when
+// the first header shows up, so a reply costs the same few allocations with or without headers.
 func parseEntries(raw any) ([]Record, error) {
 	entries, _ := raw.([]any)
 	recs := make([]Record, 0, len(entries))
-	for _, e := range entries {
+	var headers []Header
+	for i, e := range entries {
 		pair, ok := e.([]any)
 		if !ok || len(pair) != 2 {
 			return recs, fmt.Errorf("redisstore: malformed stream entry %v", e)
@@ -587,6 +589,7 @@ func parseEntries(raw any) ([]Record, error) {
 		}
 		fields, _ := pair[1].([]any)
 		rec := Record{Offset: off}
+		from := len(headers)
 		for j := 0; j+1 < len(fields); j += 2 {
 			name, _ := fields[j].(string)
 			val, _ := fields[j+1].(string)
@@ -598,14 +601,41 @@ func parseEntries(raw any) ([]Record, error) {
 			case name == "value":
 				rec.Value = bytesOf(val)
 			case strings.HasPrefix(name, "h:"):
-				rec.Headers = append(rec.Headers, Header{Key: name[2:], Value: bytesOf(val)})
+				if headers == nil {
+					headers = make([]Header, 0, headerFields(entries[i:]))
+				}
+				headers = append(headers, Header{Key: name[2:], Value: bytesOf(val)})
 			case strings.HasPrefix(name, "hn:"):
-				rec.Headers = append(rec.Headers, Header{Key: name[3:]})
+				if headers == nil {
+					headers = make([]Header, 0, headerFields(entries[i:]))
+				}
+				headers = append(headers, Header{Key: name[3:]})
 			}
+		}
+		if len(headers) > from {
+			rec.Headers = headers[from:len(headers):len(headers)]
 		}
 		recs = append(recs, rec)
 	}
 	return recs, nil
+}
+
+// headerFields counts the header fields of XRANGE entries (at least as many as parseEntries keeps).
+func headerFields(entries []any) int {
+	n := 0
+	for _, e := range entries {
+		pair, _ := e.([]any)
+		if len(pair) != 2 {
+			continue
+		}
+		fields, _ := pair[1].([]any)
+		for j := 0; j+1 < len(fields); j += 2 {
+			if name, _ := fields[j].(string); strings.HasPrefix(name, "h:") || strings.HasPrefix(name, "hn:") {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // bytesOf views a reply string as bytes without copying; replies are never mutated.

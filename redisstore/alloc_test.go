@@ -1,0 +1,86 @@
+package redisstore
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+)
+
+// The argument builders size their slabs up front: a slab that grows copies every argument built so far
+// (a megabyte at 8,000 records) and leaves the earlier arguments pointing into the old copy.
+func TestArgSlabsSizedExactly(t *testing.T) {
+	s := &Store{keys: keys{ns: "kgate"}}
+	for _, n := range []int{1, 2, 127, 128, 129, 300, 8000} {
+		for _, hdrs := range []int{0, 2} {
+			b := benchBatch(n, hdrs)
+			b.Records[n/2].Key = nil
+			b.Records[n-1].Value = nil
+			b.Records[0].Timestamp += 10_000 // out of order: the time index picks differ from a sorted run
+			t.Run(fmt.Sprintf("records=%d/headers=%d", n, hdrs), func(t *testing.T) {
+				xadds, eval := s.multiArgs(b, s.partKeys(b))
+				if len(eval) != cap(eval) {
+					t.Errorf("multiArgs: EVAL has %d args in a slab of %d: the slab was sized wrong", len(eval), cap(eval))
+				}
+				// One slab: the XADDs and the EVAL follow each other in it.
+				at := unsafe.Pointer(unsafe.SliceData(xadds[0]))
+				for i, x := range xadds {
+					if unsafe.Pointer(unsafe.SliceData(x)) != at {
+						t.Fatalf("multiArgs: XADD %d is not where XADD %d ends in the slab", i, i-1)
+					}
+					at = unsafe.Add(at, uintptr(len(x))*unsafe.Sizeof(any(nil)))
+				}
+				if unsafe.Pointer(unsafe.SliceData(eval)) != at {
+					t.Errorf("multiArgs: EVAL is not in the XADDs' slab: it grew")
+				}
+				if args := s.appendArgs(b); len(args) != cap(args) {
+					t.Errorf("appendArgs: %d args in a slab of %d: the slab was sized wrong", len(args), cap(args))
+				}
+			})
+		}
+	}
+}
+
+// A reply's records share one header slab: parsing costs the same allocations at 10 records as at
+// 1,000, headers or not, and each record sees only its own headers.
+func TestParseEntriesAllocations(t *testing.T) {
+	for _, hdrs := range []int{0, 1, 3} {
+		small, large := benchReply(10, hdrs), benchReply(1000, hdrs)
+		// One record without headers in the middle, one with a null-valued header.
+		if hdrs > 0 {
+			large[500].([]any)[1] = []any{"ts", "1", "value", "v"}
+			fields := large[501].([]any)[1].([]any)
+			large[501].([]any)[1] = append(fields[:len(fields):len(fields)], "hn:gone", "")
+		}
+		a := testing.AllocsPerRun(20, func() { _, _ = parseEntries(small) })
+		b := testing.AllocsPerRun(20, func() { _, _ = parseEntries(large) })
+		if a != b || a > 2 {
+			t.Errorf("headers=%d: %v allocations at 10 records, %v at 1,000; want the same, at most 2", hdrs, a, b)
+		}
+		recs, err := parseEntries(large)
+		if err != nil || len(recs) != 1000 {
+			t.Fatalf("headers=%d: %d records, %v", hdrs, len(recs), err)
+		}
+		for i, r := range recs {
+			want := hdrs
+			switch {
+			case hdrs > 0 && i == 500:
+				want = 0
+			case hdrs > 0 && i == 501:
+				want = hdrs + 1
+			}
+			if len(r.Headers) != want || cap(r.Headers) != want {
+				t.Fatalf("headers=%d: record %d has %d headers (cap %d), want %d", hdrs, i, len(r.Headers), cap(r.Headers), want)
+			}
+			for h, hd := range r.Headers[:min(hdrs, len(r.Headers))] {
+				if hd.Key != fmt.Sprintf("h%d", h) || string(hd.Value) != "trace-0123" {
+					t.Fatalf("headers=%d: record %d header %d = %q: %q", hdrs, i, h, hd.Key, hd.Value)
+				}
+			}
+			if i == 501 && hdrs > 0 {
+				if last := r.Headers[hdrs]; last.Key != "gone" || last.Value != nil {
+					t.Fatalf("record 501: null header parsed as %q: %q", last.Key, last.Value)
+				}
+			}
+		}
+	}
+}
