@@ -93,7 +93,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 		for i, b := range batches {
 			keys[i] = partKey{b.Topic, b.Partition}
 		}
-		copyOf := g.tail.begin(keys)
+		copyOf, ticket := g.tail.begin(keys)
 		defer g.tail.finish(keys, copyOf)
 		// The tail cache's copies are taken while Redis works on the append, off the produce path.
 		var copies []tailBatch
@@ -125,7 +125,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 				b := batches[i]
 				recordsProduced(b.Topic, len(b.Records))
 				if copies != nil {
-					g.tail.add(keys[i], ids[i], r.BaseOffset, copies[i])
+					g.tail.add(keys[i], ids[i], appended{base: r.BaseOffset, start: r.LogStartOffset, ticket: ticket}, copies[i])
 				}
 				g.notify.notify(keys[i])
 				g.publishAppend(b.Topic, b.Partition)

@@ -130,13 +130,15 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		timer = time.NewTimer(wait)
 		defer timer.Stop()
 	}
+	// Appends this gateway begins from now on may answer the fetch with their own offsets.
+	arrival := g.tail.arrival()
 	// The record batches are encoded into pooled buffers, handed back once the response is written
 	// (conn.write).
 	bufs := c.outBufs[:0]
 	ahead := true // the first read may be answered by the read-ahead
 	var failed bool
 	for {
-		got, fail, fromAhead := c.readFetch(ctx, parts, maxBytes, &bufs, ahead)
+		got, fail, fromAhead := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, arrival)
 		ahead, failed = false, fail
 		if fromAhead && !failed && got < int(req.MinBytes) {
 			continue // a read-ahead that cannot answer at once: read afresh before any waiting
@@ -151,7 +153,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.
-		_, failed, _ = c.readFetch(ctx, parts, maxBytes, &bufs, false)
+		_, failed, _ = c.readFetch(ctx, parts, maxBytes, &bufs, false, arrival)
 		break
 	}
 	c.outBufs = bufs
@@ -225,11 +227,11 @@ func topicIDs(parts []fetchPart) [][16]byte {
 }
 
 // readFetch reads every partition once (from the read-ahead when useAhead is set and it answers
-// these reads), filling the responses with record batches encoded into pooled buffers, listed in
+// these reads; from this gateway's appends begun after arrival when they answer it), filling the responses with record batches encoded into pooled buffers, listed in
 // *bufs (those of an earlier call, which the responses no longer point into, go back to the pool).
 // It reports the record bytes found, whether any partition ended with an error (which answers the
 // fetch at once) and whether the read-ahead was used.
-func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool) (int, bool, bool) {
+func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival uint64) (int, bool, bool) {
 	if len(parts) == 0 {
 		return 0, false, false
 	}
@@ -249,7 +251,9 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	}
 	fromAhead := results != nil
 	if !fromAhead {
-		results = c.readFresh(ctx, parts, reqs)
+		if results = c.ownAppends(parts, arrival); results == nil {
+			results = c.readFresh(ctx, parts, reqs)
+		}
 	}
 	total, failed := 0, false
 	budget := int(maxBytes)
@@ -296,6 +300,29 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	}
 	c.g.tail.watch(atEnd)
 	return total, failed, fromAhead
+}
+
+// ownAppends answers a read from the tail cache alone, offsets included, when every partition's newest
+// cached append began after the fetch arrived (tail_cache.go); otherwise it is nil. A consumer keeping
+// up is woken by such an append and then needs no Redis round trip, which would wait behind the next
+// append's transaction in Redis.
+func (c *conn) ownAppends(parts []fetchPart, arrival uint64) []redisstore.ReadResult {
+	var out []redisstore.ReadResult
+	for i := range parts {
+		p := &parts[i]
+		recs, offs, ok := c.g.tail.ownAppend(p.key, p.topicID, p.offset, arrival)
+		if !ok {
+			return nil
+		}
+		if out == nil {
+			out = make([]redisstore.ReadResult, len(parts))
+		}
+		out[i] = redisstore.ReadResult{Offsets: offs, Records: recs}
+	}
+	for range out {
+		tailCacheOutcome(true)
+	}
+	return out
 }
 
 // tailWait bounds how long a fetch waits for this gateway's own appends to reach the tail cache

@@ -131,7 +131,7 @@ func BenchmarkTailCacheAdd(b *testing.B) {
 				k, id, base := partKey{"bench", 0}, [16]byte{1}, int64(0)
 				tc.watch([]partKey{k})
 				benchrec.PerRecord(b, n, func() {
-					tc.add(k, id, base, copyBatch(recs, 0))
+					tc.add(k, id, appended{base: base}, copyBatch(recs, 0))
 					base += int64(n)
 				})
 			})

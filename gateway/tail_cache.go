@@ -23,6 +23,15 @@ import (
 // log start offset and are never returned; entries deleted natively with XDEL may still be served from
 // the cache while it holds them.
 //
+// A fetch woken by this gateway's own append may skip the offsets read too: when the newest append the
+// cache holds for every partition of the fetch began after the fetch arrived, that append's result
+// (its high watermark and log start offset, read by the append script inside its transaction) is the
+// partition's state at a moment within the fetch, and the fetch answers as of that moment (ownAppends).
+// A DeleteRecords or another gateway's append after it is concurrent with the fetch and may be ordered
+// after it, as on a broker that serves the fetch just before them. (An append that a Redis failover
+// loses after acknowledging it may be served this way, as it may be by a fetch that read Redis just
+// before the failover.)
+//
 // Only partitions a fetch lately read up to their end (a consumer keeping up) are cached: copying
 // appends nobody reads at the tail would cost the produce path CPU and memory for nothing.
 //
@@ -40,6 +49,7 @@ type tailCache struct {
 	max      int64
 	perPart  int64
 	clock    uint64 // counts appends
+	tickets  uint64 // counts begin calls: a fetch's arrival, compared with an append's ticket
 }
 
 // tailPart is one partition's newest records, as the batches that appended them: chunks[0] starts at
@@ -52,6 +62,9 @@ type tailPart struct {
 	bytes   int64
 	touched uint64 // clock at its last append
 	elem    *list.Element
+	// What the newest append (the one that ends at end) answered, and its ticket from begin.
+	start  int64
+	ticket uint64
 }
 
 type tailChunk struct {
@@ -74,13 +87,21 @@ type tailBatch struct {
 	size int64
 }
 
-// add records an accepted batch, copied by copyBatch, at offsets base, base+1, ... unless the
+// appended is an accepted append: its base offset and the log start offset Redis answered, and the
+// ticket begin gave it before it went to Redis.
+type appended struct {
+	base, start int64
+	ticket      uint64
+}
+
+// add records an accepted batch, copied by copyBatch, at offsets a.base, a.base+1, ... unless the
 // partition's watch mark expired meanwhile: an append begun since then was not copied and dropped the
 // partition, and this one must not bring it back behind that append.
-func (tc *tailCache) add(k partKey, id [16]byte, base int64, b tailBatch) {
+func (tc *tailCache) add(k partKey, id [16]byte, a appended, b tailBatch) {
 	if tc == nil || len(b.recs) == 0 {
 		return
 	}
+	base := a.base
 	copied, size := b.recs, b.size
 	for i := range copied {
 		copied[i].Offset = base + int64(i)
@@ -109,6 +130,7 @@ func (tc *tailCache) add(k partKey, id [16]byte, base int64, b tailBatch) {
 	tc.lru.MoveToFront(p.elem)
 	p.chunks = append(p.chunks, tailChunk{recs: copied, bytes: size})
 	p.end += int64(len(copied))
+	p.start, p.ticket = a.start, a.ticket
 	p.bytes += size
 	tc.bytes += size
 	p.touched = tc.clock
@@ -199,17 +221,19 @@ func (tc *tailCache) watch(ks []partKey) {
 }
 
 // begin notes appends to partitions ks going to Redis and reports which of them to copy for the cache
-// (those watched lately; nil when none is). A partition not copied loses what the cache holds of it:
+// (those watched lately; nil when none is), with the appends' ticket (see ownAppends). A partition not copied loses what the cache holds of it:
 // the append moves Redis past it (and after a failover that lost writes, could bring the high
 // watermark back to exactly where the cache ends, with other records). finish notes that the appends
 // are answered (and, when copied and successful, recorded with add).
-func (tc *tailCache) begin(ks []partKey) (copyOf []bool) {
+func (tc *tailCache) begin(ks []partKey) (copyOf []bool, ticket uint64) {
 	if tc == nil {
-		return nil
+		return nil, 0
 	}
 	now := time.Now()
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	tc.tickets++
+	ticket = tc.tickets
 	for i, k := range ks {
 		if tc.watchedLocked(k, now) {
 			if copyOf == nil {
@@ -221,7 +245,7 @@ func (tc *tailCache) begin(ks []partKey) (copyOf []bool) {
 			tc.drop(k, p)
 		}
 	}
-	return copyOf
+	return copyOf, ticket
 }
 
 // watchedLocked reports whether a fetch read partition k up to its end within tailWatch of now,
@@ -289,6 +313,38 @@ func (tc *tailCache) getLocked(k partKey, id [16]byte, from, to int64, since uin
 		out = []redisstore.Record{}
 	}
 	return out
+}
+
+// arrival is the ticket a fetch arriving now compares appends with: those with a higher one began
+// after it.
+func (tc *tailCache) arrival() uint64 {
+	if tc == nil {
+		return 0
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.tickets
+}
+
+// ownAppend returns partition k's records from offset from to the end of the newest append the cache
+// holds, with that append's high watermark and log start offset, when that append began after
+// arrival (an arrival ticket) for topic ID id and the cache holds every offset from from on; else
+// ok is false.
+func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint64) (recs []redisstore.Record, offs redisstore.Offsets, ok bool) {
+	if tc == nil {
+		return nil, offs, false
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	p := tc.parts[k]
+	if p == nil || p.id != id || p.ticket <= arrival || from < p.base || from > p.end {
+		return nil, offs, false
+	}
+	offs = redisstore.Offsets{Start: p.start, End: p.end}
+	if from < p.start {
+		return nil, offs, true // below the log start: the fetch answers OFFSET_OUT_OF_RANGE
+	}
+	return tc.getLocked(k, id, from, p.end, tc.clock), offs, true
 }
 
 // now is the cache's clock, to pass to await for a high watermark read after this call.

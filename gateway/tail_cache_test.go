@@ -33,8 +33,8 @@ func TestTailCacheRanges(t *testing.T) {
 	tc := newTailCache(1 << 20)
 	k, id := partKey{"t", 0}, [16]byte{1}
 	tc.watch([]partKey{k})
-	tc.add(k, id, 10, copyBatch(tailRecords("a", 3), 0))
-	tc.add(k, id, 13, copyBatch(tailRecords("b", 2), 0))
+	tc.add(k, id, appended{base: 10}, copyBatch(tailRecords("a", 3), 0))
+	tc.add(k, id, appended{base: 13}, copyBatch(tailRecords("b", 2), 0))
 	if got := fmt.Sprint(values(getFrom(tc, k, id, 11, 15, tc.now()))); got != "[11:a-1 12:a-2 13:b-0 14:b-1]" {
 		t.Fatalf("get 11..15: %s", got)
 	}
@@ -52,7 +52,7 @@ func TestTailCacheRanges(t *testing.T) {
 	// A high watermark read just before an append: the cache moved on since; it answers up to the
 	// high watermark and is kept.
 	since := tc.now()
-	tc.add(k, id, 15, copyBatch(tailRecords("c", 1), 0))
+	tc.add(k, id, appended{base: 15}, copyBatch(tailRecords("c", 1), 0))
 	if got := fmt.Sprint(values(getFrom(tc, k, id, 13, 15, since))); got != "[13:b-0 14:b-1]" || !tc.covers(k, id, 16) {
 		t.Fatalf("get 13..15 read before an append: %s", got)
 	}
@@ -61,8 +61,8 @@ func TestTailCacheRanges(t *testing.T) {
 		t.Fatalf("cache reaching past the high watermark answered %v", values(got))
 	}
 	// Not contiguous (another gateway appended 15..19): starts over at 20.
-	tc.add(k, id, 10, copyBatch(tailRecords("a", 5), 0))
-	tc.add(k, id, 20, copyBatch(tailRecords("c", 2), 0))
+	tc.add(k, id, appended{base: 10}, copyBatch(tailRecords("a", 5), 0))
+	tc.add(k, id, appended{base: 20}, copyBatch(tailRecords("c", 2), 0))
 	if tc.covers(k, id, 14) || !tc.covers(k, id, 20) || !tc.covers(k, id, 22) || tc.covers(k, id, 23) {
 		t.Fatal("cache kept records across a gap")
 	}
@@ -83,7 +83,7 @@ func TestTailCacheCopies(t *testing.T) {
 		{Timestamp: 5, Key: buf[0:3], Value: buf[3:8], Headers: []redisstore.Header{{Key: "h", Value: buf[13:17]}, {Key: "n"}}},
 		{Timestamp: 6, Key: nil, Value: []byte{}},
 	}
-	tc.add(k, id, 0, copyBatch(recs, 99))
+	tc.add(k, id, appended{base: 0}, copyBatch(recs, 99))
 	for i := range buf {
 		buf[i] = 'x'
 	}
@@ -106,7 +106,7 @@ func TestTailCacheBounds(t *testing.T) {
 	tc.watch([]partKey{k})
 	big := bytes.Repeat([]byte("v"), 200)
 	for i := range 20 {
-		tc.add(k, id, int64(i), copyBatch([]redisstore.Record{{Value: big}}, 0))
+		tc.add(k, id, appended{base: int64(i)}, copyBatch([]redisstore.Record{{Value: big}}, 0))
 	}
 	if tc.covers(k, id, 10) || !tc.covers(k, id, 17) || tc.bytes > 1000 {
 		t.Fatalf("partition share not enforced: covers 10 %v, 17 %v, %d bytes", tc.covers(k, id, 10), tc.covers(k, id, 17), tc.bytes)
@@ -115,7 +115,7 @@ func TestTailCacheBounds(t *testing.T) {
 	tc.perPart = 1000
 	for p := range int32(4) {
 		tc.watch([]partKey{{"t", p}})
-		tc.add(partKey{"t", p}, id, 0, copyBatch([]redisstore.Record{{Value: big}, {Value: big}}, 0))
+		tc.add(partKey{"t", p}, id, appended{base: 0}, copyBatch([]redisstore.Record{{Value: big}, {Value: big}}, 0))
 	}
 	if tc.bytes > 2000 || tc.covers(partKey{"t", 0}, id, 0) || !tc.covers(partKey{"t", 3}, id, 0) {
 		t.Fatalf("total bound: %d bytes, partition 0 kept %v, 3 kept %v", tc.bytes, tc.covers(partKey{"t", 0}, id, 0), tc.covers(partKey{"t", 3}, id, 0))
@@ -124,7 +124,7 @@ func TestTailCacheBounds(t *testing.T) {
 		t.Fatal("a cache without bytes exists")
 	}
 	var off *tailCache
-	off.add(k, id, 0, copyBatch(tailRecords("a", 1), 0))
+	off.add(k, id, appended{base: 0}, copyBatch(tailRecords("a", 1), 0))
 	if getFrom(off, k, id, 0, 1, 0) != nil || off.covers(k, id, 0) {
 		t.Fatal("a disabled cache answered")
 	}
@@ -138,17 +138,17 @@ func TestTailCacheAwait(t *testing.T) {
 		k, id := partKey{"t", 0}, [16]byte{1}
 		ks := []partKey{k}
 		tc.watch(ks)
-		tc.add(k, id, 0, copyBatch(tailRecords("a", 2), 0))
+		tc.add(k, id, appended{base: 0}, copyBatch(tailRecords("a", 2), 0))
 		since := tc.now()
 		// Nothing in flight: the answer is at once.
 		if got := tc.await(t.Context(), k, id, 1, 4, since, time.Second); got != nil {
 			t.Fatalf("await without appends in flight: %v", values(got))
 		}
 		// An append in flight, answered after 10 ms.
-		copyOf := tc.begin(ks)
+		copyOf, _ := tc.begin(ks)
 		go func() {
 			time.Sleep(10 * time.Millisecond)
-			tc.add(k, id, 2, copyBatch(tailRecords("b", 2), 0))
+			tc.add(k, id, appended{base: 2}, copyBatch(tailRecords("b", 2), 0))
 			tc.finish(ks, copyOf)
 		}()
 		start := time.Now()
@@ -159,7 +159,7 @@ func TestTailCacheAwait(t *testing.T) {
 			t.Fatalf("waited %v for an append answered after 10ms", waited)
 		}
 		// An append in flight that does not answer: the wait ends at its bound.
-		copyOf = tc.begin(ks)
+		copyOf, _ = tc.begin(ks)
 		start = time.Now()
 		if got := tc.await(t.Context(), k, id, 1, 9, tc.now(), 5*time.Millisecond); got != nil || time.Since(start) != 5*time.Millisecond {
 			t.Fatalf("await past its bound: %v after %v", values(got), time.Since(start))
@@ -184,21 +184,21 @@ func TestTailCacheWatch(t *testing.T) {
 	id := [16]byte{1}
 	ks := []partKey{a, b, c}
 	stale := func(k partKey) { tc.watched[k] = time.Now().Add(-2 * tailWatch) }
-	if got := tc.begin(ks); got != nil {
+	if got, _ := tc.begin(ks); got != nil {
 		t.Fatalf("copies before any fetch: %v", got)
 	}
 	tc.finish(ks, nil)
 	tc.watch([]partKey{a})
-	tc.add(a, id, 0, copyBatch(tailRecords("a", 2), 0))
+	tc.add(a, id, appended{base: 0}, copyBatch(tailRecords("a", 2), 0))
 	stale(a)
-	if got := tc.begin(ks); got != nil || tc.covers(a, id, 0) || len(tc.inflight) != 0 {
+	if got, _ := tc.begin(ks); got != nil || tc.covers(a, id, 0) || len(tc.inflight) != 0 {
 		t.Fatalf("appends not copied: copies %v, cache kept %v, in flight %v", got, tc.covers(a, id, 0), tc.inflight)
 	}
 	tc.finish(ks, nil)
 
 	tc.watch([]partKey{b, c})
 	stale(c)
-	copyOf := tc.begin(ks)
+	copyOf, _ := tc.begin(ks)
 	if got := fmt.Sprint(copyOf); got != "[false true false]" {
 		t.Fatalf("copies after fetches at the end of t/1 (now) and u/0 (long ago): %s", got)
 	}
@@ -208,13 +208,13 @@ func TestTailCacheWatch(t *testing.T) {
 	// t/1's mark expires while its copied append is in flight; the next append is not copied, and
 	// finishing it leaves the first in flight.
 	stale(b)
-	later := tc.begin([]partKey{b})
+	later, _ := tc.begin([]partKey{b})
 	tc.finish([]partKey{b}, later)
 	if tc.inflight[b] != 1 {
 		t.Fatalf("in flight after an append not copied finished: %v", tc.inflight)
 	}
 	// The first append, answered now, does not bring back the partition behind the second.
-	tc.add(b, id, 0, copyBatch(tailRecords("b", 1), 0))
+	tc.add(b, id, appended{base: 0}, copyBatch(tailRecords("b", 1), 0))
 	tc.finish(ks, copyOf)
 	if tc.covers(b, id, 0) || len(tc.inflight) != 0 {
 		t.Fatalf("after the appends: cache kept %v, in flight %v", tc.covers(b, id, 0), tc.inflight)
@@ -224,7 +224,7 @@ func TestTailCacheWatch(t *testing.T) {
 	}
 	tc.watch([]partKey{a})
 	tc.forget("t")
-	if got := tc.begin(ks); got != nil {
+	if got, _ := tc.begin(ks); got != nil {
 		t.Fatalf("copies after topic t was deleted: %v", got)
 	}
 	tc.finish(ks, nil)
@@ -241,8 +241,59 @@ func TestTailCacheWatch(t *testing.T) {
 
 	var off *tailCache
 	off.watch(ks)
-	if got := off.begin(ks); got != nil {
+	if got, _ := off.begin(ks); got != nil {
 		t.Fatalf("copies without a cache: %v", got)
 	}
 	off.finish(ks, nil)
+}
+
+// TestTailCacheOwnAppend: a fetch may take offsets from the newest cached append only when that
+// append began after the fetch arrived, and gets the append's own high watermark and log start.
+func TestTailCacheOwnAppend(t *testing.T) {
+	tc := newTailCache(1 << 20)
+	k, id := partKey{"t", 0}, [16]byte{1}
+	ks := []partKey{k}
+	tc.watch(ks)
+	before := tc.arrival()
+	_, t1 := tc.begin(ks)
+	tc.add(k, id, appended{base: 0, start: 0, ticket: t1}, copyBatch(tailRecords("a", 3), 0))
+	tc.finish(ks, []bool{true})
+	recs, offs, ok := tc.ownAppend(k, id, 0, before)
+	if got := fmt.Sprint(values(recs)); !ok || got != "[0:a-0 1:a-1 2:a-2]" || offs != (redisstore.Offsets{Start: 0, End: 3}) {
+		t.Fatalf("append begun after the fetch arrived: ok %v, %s, %+v", ok, got, offs)
+	}
+	after := tc.arrival()
+	if _, _, ok := tc.ownAppend(k, id, 3, after); ok {
+		t.Fatal("an append begun before the fetch arrived answered it")
+	}
+	// The next append saw a DeleteRecords (log start 2): its answer carries it.
+	_, t2 := tc.begin(ks)
+	tc.add(k, id, appended{base: 3, start: 2, ticket: t2}, copyBatch(tailRecords("b", 2), 0))
+	tc.finish(ks, []bool{true})
+	recs, offs, ok = tc.ownAppend(k, id, 3, after)
+	if got := fmt.Sprint(values(recs)); !ok || got != "[3:b-0 4:b-1]" || offs != (redisstore.Offsets{Start: 2, End: 5}) {
+		t.Fatalf("read at 3: ok %v, %s, %+v", ok, got, offs)
+	}
+	if recs, offs, ok = tc.ownAppend(k, id, 1, after); !ok || recs != nil || offs.Start != 2 {
+		t.Fatalf("read below the log start: ok %v, %v, %+v; want the offsets alone", ok, values(recs), offs)
+	}
+	for _, c := range []struct {
+		id   [16]byte
+		from int64
+	}{{[16]byte{2}, 3}, {id, 6}} {
+		if _, _, ok := tc.ownAppend(k, c.id, c.from, after); ok {
+			t.Errorf("ownAppend %x from %d answered", c.id, c.from)
+		}
+	}
+	// Another gateway appended in between: the cache starts over at this gateway's next append and
+	// cannot answer from before it.
+	_, t3 := tc.begin(ks)
+	tc.add(k, id, appended{base: 7, start: 2, ticket: t3}, copyBatch(tailRecords("c", 1), 0))
+	tc.finish(ks, []bool{true})
+	if _, _, ok := tc.ownAppend(k, id, 5, after); ok {
+		t.Fatal("answered across another gateway's append")
+	}
+	if recs, offs, ok := tc.ownAppend(k, id, 7, after); !ok || fmt.Sprint(values(recs)) != "[7:c-0]" || offs.End != 8 {
+		t.Fatalf("read at 7: ok %v, %v, %+v", ok, values(recs), offs)
+	}
 }

@@ -1,13 +1,16 @@
 package integration
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -387,4 +390,162 @@ func TestFetchTailCache(t *testing.T) {
 			t.Fatalf("fetch at 7 through the gateway without a tail cache: %v, want [8:c8]", got)
 		}
 	})
+}
+
+// TestFetchWokenByOwnAppend: a fetch long-polling at the end of a partition and woken by the gateway's
+// own append answers with that append's records, high watermark and log start offset, without reading
+// Redis (on standalone Redis, MONITOR shows no HMGET of the partition's offsets between the append and
+// the response); the log start includes a DeleteRecords made outside this gateway before the append.
+func TestFetchWokenByOwnAppend(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "own")
+		prod, cons := dialRaw(t, g.Addr), dialRaw(t, g.Addr)
+		produce := func(values ...string) {
+			t.Helper()
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](prod, 9, produceReq("own", 0, -1, rawBatch(t, -1, -1, -1, 1000, values...))))
+			if sp.ErrorCode != 0 {
+				t.Fatalf("produce %v: error %d", values, sp.ErrorCode)
+			}
+		}
+		produce("a0", "a1")
+		// The consumer reads up to the end: from now on the gateway keeps its appends.
+		if sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](cons, 12, fetchReq("own", [16]byte{}, 0, 0, 1<<20))); sp.HighWatermark != 2 {
+			t.Fatalf("first fetch: high watermark %d, want 2", sp.HighWatermark)
+		}
+		// Records below 2 deleted elsewhere, without this gateway knowing.
+		if start, err := g.Store.DeleteRecords(ctx, "own", 0, 2); err != nil || start != 2 {
+			t.Fatalf("DeleteRecords: %d, %v", start, err)
+		}
+
+		metaKey := g.Namespace + ":meta:{own:0}"
+		var mon *redisMonitor
+		if !b.cluster {
+			mon = startMonitor(t, b.addrs[0])
+		}
+		req := fetchReq("own", [16]byte{}, 0, 2, 1<<20)
+		req.MaxWaitMillis, req.MinBytes = 10_000, 1
+		req.SetVersion(12)
+		corr := cons.send(req)
+		if mon != nil {
+			// The fetch read the offsets, found nothing and waits.
+			mon.await(func(line string) bool { return isHMGET(line, metaKey) })
+			mon.mark("appending")
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+		produce("a2")
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(12)
+		if got := cons.read(resp); got != corr {
+			t.Fatalf("fetch response correlation id %d, want %d", got, corr)
+		}
+		sp := fetchPart(t, resp)
+		var got []string
+		for _, bt := range fetchedRecords(t, sp) {
+			for i, r := range bt.Records {
+				got = append(got, fmt.Sprintf("%d:%s", bt.BaseOffset+int64(i), r.Value))
+			}
+		}
+		if sp.ErrorCode != 0 || sp.HighWatermark != 3 || sp.LogStartOffset != 2 || !slices.Equal(got, []string{"2:a2"}) {
+			t.Fatalf("woken fetch: error %d, high watermark %d, log start %d, records %v; want 0, 3, 2, [2:a2]",
+				sp.ErrorCode, sp.HighWatermark, sp.LogStartOffset, got)
+		}
+		if mon != nil {
+			for _, line := range mon.mark("answered") {
+				if isHMGET(line, metaKey) {
+					t.Fatalf("the woken fetch read the offsets from Redis: %s", line)
+				}
+			}
+		}
+	})
+}
+
+// isHMGET reports whether a MONITOR line is a client's HMGET of key (not one a script ran, shown as
+// "[0 lua]").
+func isHMGET(line, key string) bool {
+	return strings.Contains(strings.ToLower(line), `"hmget"`) && strings.Contains(line, `"`+key+`"`) && !strings.Contains(line, " lua]")
+}
+
+// redisMonitor follows a Redis server's MONITOR output, read off its own connection.
+type redisMonitor struct {
+	t     *testing.T
+	rdb   *redis.Client // sends the markers
+	lines chan string
+}
+
+func startMonitor(t *testing.T, addr string) *redisMonitor {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	if _, err := nc.Write([]byte("*1\r\n$7\r\nMONITOR\r\n")); err != nil {
+		t.Fatalf("MONITOR: %v", err)
+	}
+	m := &redisMonitor{t: t, rdb: redis.NewClient(&redis.Options{Addr: addr}), lines: make(chan string, 100_000)}
+	var wg sync.WaitGroup
+	wg.Go(func() { // ends when the connection is closed
+		rd := bufio.NewReader(nc)
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				return
+			}
+			select {
+			case m.lines <- line:
+			default: // nobody is reading this far; drop
+			}
+		}
+	})
+	t.Cleanup(func() { nc.Close(); wg.Wait(); m.rdb.Close() })
+	m.mark("monitoring") // the server shows commands from here on
+	return m
+}
+
+// mark sends a marker command and returns the lines MONITOR showed before it.
+func (m *redisMonitor) mark(name string) []string {
+	m.t.Helper()
+	marker := fmt.Sprintf("kgate-test-%s-%d", name, time.Now().UnixNano())
+	deadline := time.After(10 * time.Second)
+	for {
+		if err := m.rdb.Echo(m.t.Context(), marker).Err(); err != nil {
+			m.t.Fatalf("ECHO: %v", err)
+		}
+		lines, ok := m.collect(func(line string) bool { return strings.Contains(line, marker) }, 200*time.Millisecond)
+		if ok {
+			return lines
+		}
+		select {
+		case <-deadline:
+			m.t.Fatalf("MONITOR never showed the marker %s", marker)
+		default: // not monitoring yet: the ECHO went unseen
+		}
+	}
+}
+
+// await waits until MONITOR shows a line matching pred.
+func (m *redisMonitor) await(pred func(string) bool) {
+	m.t.Helper()
+	if _, ok := m.collect(pred, 10*time.Second); !ok {
+		m.t.Fatal("MONITOR never showed the expected command")
+	}
+}
+
+// collect returns the lines up to the first one matching pred, and whether one did within d.
+func (m *redisMonitor) collect(pred func(string) bool, d time.Duration) ([]string, bool) {
+	timeout := time.After(d)
+	var seen []string
+	for {
+		select {
+		case line := <-m.lines:
+			if pred(line) {
+				return seen, true
+			}
+			seen = append(seen, line)
+		case <-timeout:
+			return seen, false
+		}
+	}
 }
