@@ -3,8 +3,9 @@ package gateway
 // Fetch v4-v13.
 //
 // Reads each partition with one XRANGE from the requested offset (all partitions in one pipeline,
-// together with their high watermark and log start offset) and returns the records as one
-// uncompressed magic-2 batch per contiguous run. When less than min_bytes is available the request
+// together with their high watermark and log start offset; records at the end of a partition come
+// from the tail cache, and so do the offsets when this gateway's own append began after the fetch
+// arrived) and returns the records as one uncompressed magic-2 batch per contiguous run. When less than min_bytes is available the request
 // long-polls up to max_wait_ms and is woken by appends to any partition it asked for (local appends
 // directly, other gateways' through Redis pub/sub), never by a polling tick.
 //
@@ -138,7 +139,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	ahead := true // the first read may be answered by the read-ahead
 	var failed bool
 	for {
-		got, fail, fromAhead := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, arrival)
+		got, fail, fromAhead := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, &arrival)
 		ahead, failed = false, fail
 		if fromAhead && !failed && got < int(req.MinBytes) {
 			continue // a read-ahead that cannot answer at once: read afresh before any waiting
@@ -153,7 +154,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.
-		_, failed, _ = c.readFetch(ctx, parts, maxBytes, &bufs, false, arrival)
+		_, failed, _ = c.readFetch(ctx, parts, maxBytes, &bufs, false, &arrival)
 		break
 	}
 	c.outBufs = bufs
@@ -227,11 +228,13 @@ func topicIDs(parts []fetchPart) [][16]byte {
 }
 
 // readFetch reads every partition once (from the read-ahead when useAhead is set and it answers
-// these reads; from this gateway's appends begun after arrival when they answer it), filling the responses with record batches encoded into pooled buffers, listed in
+// these reads; from this gateway's appends with a ticket above *arrival when they answer it, raising
+// *arrival to the newest of them, so a fetch still waiting reads afresh unless a newer own append
+// answers), filling the responses with record batches encoded into pooled buffers, listed in
 // *bufs (those of an earlier call, which the responses no longer point into, go back to the pool).
 // It reports the record bytes found, whether any partition ended with an error (which answers the
 // fetch at once) and whether the read-ahead was used.
-func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival uint64) (int, bool, bool) {
+func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival *uint64) (int, bool, bool) {
 	if len(parts) == 0 {
 		return 0, false, false
 	}
@@ -303,14 +306,16 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 }
 
 // ownAppends answers a read from the tail cache alone, offsets included, when every partition's newest
-// cached append began after the fetch arrived (tail_cache.go); otherwise it is nil. A consumer keeping
-// up is woken by such an append and then needs no Redis round trip, which would wait behind the next
+// cached append has a ticket above *arrival, that is began after the fetch arrived (tail_cache.go),
+// and raises *arrival to the newest ticket it used; otherwise it is nil. A consumer keeping up is
+// woken by such an append and then needs no Redis round trip, which would wait behind the next
 // append's transaction in Redis.
-func (c *conn) ownAppends(parts []fetchPart, arrival uint64) []redisstore.ReadResult {
+func (c *conn) ownAppends(parts []fetchPart, arrival *uint64) []redisstore.ReadResult {
 	var out []redisstore.ReadResult
+	newest := *arrival
 	for i := range parts {
 		p := &parts[i]
-		recs, offs, ok := c.g.tail.ownAppend(p.key, p.topicID, p.offset, arrival)
+		recs, offs, ticket, ok := c.g.tail.ownAppend(p.key, p.topicID, p.offset, *arrival)
 		if !ok {
 			return nil
 		}
@@ -318,9 +323,11 @@ func (c *conn) ownAppends(parts []fetchPart, arrival uint64) []redisstore.ReadRe
 			out = make([]redisstore.ReadResult, len(parts))
 		}
 		out[i] = redisstore.ReadResult{Offsets: offs, Records: recs}
+		newest = max(newest, ticket)
 	}
-	for range out {
-		tailCacheOutcome(true)
+	*arrival = newest
+	for _, r := range out {
+		tailCacheOutcome(r.Records != nil)
 	}
 	return out
 }

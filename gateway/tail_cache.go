@@ -12,8 +12,8 @@ import (
 
 // tailCache keeps, per partition, copies of the records this gateway appended last, so a consumer
 // reading at the end of a partition (the common case: consumers keep up) is answered from memory:
-// the fetch still reads the partition's offsets from Redis (one HMGET), but not the entries, whose
-// reply parsing is most of what a fetch costs the gateway. Records are immutable once Redis stored
+// the fetch reads the partition's offsets from Redis (one HMGET; but see ownAppend below), not the
+// entries, whose reply parsing is most of what a fetch costs the gateway. Records are immutable once Redis stored
 // them, so a copy taken after the append succeeded stays right. The fetch takes records from the cache
 // only when it holds every offset from the fetch offset to the high watermark just read, for the same
 // topic ID; if this gateway still has appends to the partition in flight it waits for them first
@@ -221,8 +221,8 @@ func (tc *tailCache) watch(ks []partKey) {
 }
 
 // begin notes appends to partitions ks going to Redis and reports which of them to copy for the cache
-// (those watched lately; nil when none is), with the appends' ticket (see ownAppends). A partition not copied loses what the cache holds of it:
-// the append moves Redis past it (and after a failover that lost writes, could bring the high
+// (those watched lately; nil when none is), with the appends' ticket (see ownAppend). A partition not
+// copied loses what the cache holds of it: the append moves Redis past it (and after a failover that lost writes, could bring the high
 // watermark back to exactly where the cache ends, with other records). finish notes that the appends
 // are answered (and, when copied and successful, recorded with add).
 func (tc *tailCache) begin(ks []partKey) (copyOf []bool, ticket uint64) {
@@ -327,24 +327,24 @@ func (tc *tailCache) arrival() uint64 {
 }
 
 // ownAppend returns partition k's records from offset from to the end of the newest append the cache
-// holds, with that append's high watermark and log start offset, when that append began after
-// arrival (an arrival ticket) for topic ID id and the cache holds every offset from from on; else
+// holds, with that append's high watermark, log start offset and ticket, when that append began after
+// arrival (its ticket is higher) for topic ID id and the cache holds every offset from from on; else
 // ok is false.
-func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint64) (recs []redisstore.Record, offs redisstore.Offsets, ok bool) {
+func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint64) (recs []redisstore.Record, offs redisstore.Offsets, ticket uint64, ok bool) {
 	if tc == nil {
-		return nil, offs, false
+		return nil, offs, 0, false
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	p := tc.parts[k]
 	if p == nil || p.id != id || p.ticket <= arrival || from < p.base || from > p.end {
-		return nil, offs, false
+		return nil, offs, 0, false
 	}
 	offs = redisstore.Offsets{Start: p.start, End: p.end}
 	if from < p.start {
-		return nil, offs, true // below the log start: the fetch answers OFFSET_OUT_OF_RANGE
+		return nil, offs, p.ticket, true // below the log start: the fetch answers OFFSET_OUT_OF_RANGE
 	}
-	return tc.getLocked(k, id, from, p.end, tc.clock), offs, true
+	return tc.getLocked(k, id, from, p.end, tc.clock), offs, p.ticket, true
 }
 
 // now is the cache's clock, to pass to await for a high watermark read after this call.

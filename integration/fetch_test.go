@@ -395,19 +395,33 @@ func TestFetchTailCache(t *testing.T) {
 // TestFetchWokenByOwnAppend: a fetch long-polling at the end of a partition and woken by the gateway's
 // own append answers with that append's records, high watermark and log start offset, without reading
 // Redis (on standalone Redis, MONITOR shows no HMGET of the partition's offsets between the append and
-// the response); the log start includes a DeleteRecords made outside this gateway before the append.
+// the response; the cluster run checks the answers only); the log start includes a DeleteRecords made
+// outside this gateway before the append. An append that began before a fetch arrived never answers
+// it, and one that answered a fetch still waiting does not hide another gateway's appends from it.
 func TestFetchWokenByOwnAppend(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
+		g2 := startGateway(t, b, gatewayOpts{namespace: g.Namespace, mutate: func(c *gateway.Config) { c.NodeID = 1 }})
 		ctx := testCtx(t, 30*time.Second)
 		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "own")
-		prod, cons := dialRaw(t, g.Addr), dialRaw(t, g.Addr)
-		produce := func(values ...string) {
+		prod, prod2, cons := dialRaw(t, g.Addr), dialRaw(t, g2.Addr), dialRaw(t, g.Addr)
+		produceOn := func(c *rawConn, values ...string) {
 			t.Helper()
-			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](prod, 9, produceReq("own", 0, -1, rawBatch(t, -1, -1, -1, 1000, values...))))
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("own", 0, -1, rawBatch(t, -1, -1, -1, 1000, values...))))
 			if sp.ErrorCode != 0 {
 				t.Fatalf("produce %v: error %d", values, sp.ErrorCode)
 			}
+		}
+		produce := func(values ...string) { t.Helper(); produceOn(prod, values...) }
+		fetched := func(sp kmsg.FetchResponseTopicPartition) []string {
+			t.Helper()
+			var got []string
+			for _, bt := range fetchedRecords(t, sp) {
+				for i, r := range bt.Records {
+					got = append(got, fmt.Sprintf("%d:%s", bt.BaseOffset+int64(i), r.Value))
+				}
+			}
+			return got
 		}
 		produce("a0", "a1")
 		// The consumer reads up to the end: from now on the gateway keeps its appends.
@@ -425,7 +439,7 @@ func TestFetchWokenByOwnAppend(t *testing.T) {
 			mon = startMonitor(t, b.addrs[0])
 		}
 		req := fetchReq("own", [16]byte{}, 0, 2, 1<<20)
-		req.MaxWaitMillis, req.MinBytes = 10_000, 1
+		req.MaxWaitMillis, req.MinBytes = 5_000, 1
 		req.SetVersion(12)
 		corr := cons.send(req)
 		if mon != nil {
@@ -442,12 +456,7 @@ func TestFetchWokenByOwnAppend(t *testing.T) {
 			t.Fatalf("fetch response correlation id %d, want %d", got, corr)
 		}
 		sp := fetchPart(t, resp)
-		var got []string
-		for _, bt := range fetchedRecords(t, sp) {
-			for i, r := range bt.Records {
-				got = append(got, fmt.Sprintf("%d:%s", bt.BaseOffset+int64(i), r.Value))
-			}
-		}
+		got := fetched(sp)
 		if sp.ErrorCode != 0 || sp.HighWatermark != 3 || sp.LogStartOffset != 2 || !slices.Equal(got, []string{"2:a2"}) {
 			t.Fatalf("woken fetch: error %d, high watermark %d, log start %d, records %v; want 0, 3, 2, [2:a2]",
 				sp.ErrorCode, sp.HighWatermark, sp.LogStartOffset, got)
@@ -458,6 +467,37 @@ func TestFetchWokenByOwnAppend(t *testing.T) {
 					t.Fatalf("the woken fetch read the offsets from Redis: %s", line)
 				}
 			}
+		}
+
+		// The append of a2 began before these fetches arrived: after a DeleteRecords elsewhere they
+		// read the new log start from Redis, not the one a2's append saw.
+		if start, err := g.Store.DeleteRecords(ctx, "own", 0, 3); err != nil || start != 3 {
+			t.Fatalf("DeleteRecords: %d, %v", start, err)
+		}
+		if sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](cons, 12, fetchReq("own", [16]byte{}, 0, 2, 1<<20))); sp.ErrorCode != kerr.OffsetOutOfRange.Code {
+			t.Fatalf("fetch at 2 after DeleteRecords: error %d, records %v; want OFFSET_OUT_OF_RANGE", sp.ErrorCode, fetched(sp))
+		}
+		if sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](cons, 12, fetchReq("own", [16]byte{}, 0, 3, 1<<20))); sp.ErrorCode != 0 || sp.LogStartOffset != 3 || sp.HighWatermark != 3 {
+			t.Fatalf("fetch at 3 after DeleteRecords: error %d, log start %d, high watermark %d; want 0, 3, 3", sp.ErrorCode, sp.LogStartOffset, sp.HighWatermark)
+		}
+
+		// A fetch wanting more than one append gives: this gateway's append answers its first read,
+		// another gateway's append (a pub/sub wake) must then be read from Redis.
+		req = fetchReq("own", [16]byte{}, 0, 3, 1<<20)
+		req.MaxWaitMillis, req.MinBytes = 1_000, 1<<20
+		req.SetVersion(12)
+		corr = cons.send(req)
+		time.Sleep(100 * time.Millisecond)
+		produce("a3")
+		time.Sleep(100 * time.Millisecond)
+		produceOn(prod2, "b4")
+		resp = kmsg.NewPtrFetchResponse()
+		resp.SetVersion(12)
+		if got := cons.read(resp); got != corr {
+			t.Fatalf("fetch response correlation id %d, want %d", got, corr)
+		}
+		if sp := fetchPart(t, resp); sp.HighWatermark != 5 || !slices.Equal(fetched(sp), []string{"3:a3", "4:b4"}) {
+			t.Fatalf("fetch at 3 after its max wait: high watermark %d, records %v; want 5, [3:a3 4:b4]", sp.HighWatermark, fetched(sp))
 		}
 	})
 }
@@ -481,11 +521,12 @@ func startMonitor(t *testing.T, addr string) *redisMonitor {
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
+	m := &redisMonitor{t: t, rdb: redis.NewClient(&redis.Options{Addr: addr}), lines: make(chan string, 100_000)}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { nc.Close(); wg.Wait(); m.rdb.Close() })
 	if _, err := nc.Write([]byte("*1\r\n$7\r\nMONITOR\r\n")); err != nil {
 		t.Fatalf("MONITOR: %v", err)
 	}
-	m := &redisMonitor{t: t, rdb: redis.NewClient(&redis.Options{Addr: addr}), lines: make(chan string, 100_000)}
-	var wg sync.WaitGroup
 	wg.Go(func() { // ends when the connection is closed
 		rd := bufio.NewReader(nc)
 		for {
@@ -499,7 +540,6 @@ func startMonitor(t *testing.T, addr string) *redisMonitor {
 			}
 		}
 	})
-	t.Cleanup(func() { nc.Close(); wg.Wait(); m.rdb.Close() })
 	m.mark("monitoring") // the server shows commands from here on
 	return m
 }
