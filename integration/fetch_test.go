@@ -329,26 +329,14 @@ func TestFetchTailCache(t *testing.T) {
 		ctx := testCtx(t, 30*time.Second)
 		mustCreateTopics(t, ctx, newAdmin(t, g1), 1, nil, "tail")
 		c1, c2 := dialRaw(t, g1.Addr), dialRaw(t, g2.Addr)
-		produce := func(c *rawConn, values ...string) {
-			t.Helper()
-			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("tail", 0, -1, rawBatch(t, -1, -1, -1, 1000, values...))))
-			if sp.ErrorCode != 0 {
-				t.Fatalf("produce %v: error %d", values, sp.ErrorCode)
-			}
-		}
+		produce := func(c *rawConn, values ...string) { t.Helper(); produceValues(t, c, "tail", values...) }
 		fetchOn := func(c *rawConn, offset int64) []string {
 			t.Helper()
 			sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("tail", [16]byte{}, 0, offset, 1<<20)))
 			if sp.ErrorCode != 0 {
 				t.Fatalf("fetch at %d: error %d", offset, sp.ErrorCode)
 			}
-			var got []string
-			for _, bt := range fetchedRecords(t, sp) {
-				for i, r := range bt.Records {
-					got = append(got, fmt.Sprintf("%d:%s", bt.BaseOffset+int64(i), r.Value))
-				}
-			}
-			return got
+			return fetchedValues(t, sp)
 		}
 		expect := func(offset int64, want ...string) {
 			t.Helper()
@@ -405,24 +393,8 @@ func TestFetchWokenByOwnAppend(t *testing.T) {
 		ctx := testCtx(t, 30*time.Second)
 		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "own")
 		prod, prod2, cons := dialRaw(t, g.Addr), dialRaw(t, g2.Addr), dialRaw(t, g.Addr)
-		produceOn := func(c *rawConn, values ...string) {
-			t.Helper()
-			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("own", 0, -1, rawBatch(t, -1, -1, -1, 1000, values...))))
-			if sp.ErrorCode != 0 {
-				t.Fatalf("produce %v: error %d", values, sp.ErrorCode)
-			}
-		}
-		produce := func(values ...string) { t.Helper(); produceOn(prod, values...) }
-		fetched := func(sp kmsg.FetchResponseTopicPartition) []string {
-			t.Helper()
-			var got []string
-			for _, bt := range fetchedRecords(t, sp) {
-				for i, r := range bt.Records {
-					got = append(got, fmt.Sprintf("%d:%s", bt.BaseOffset+int64(i), r.Value))
-				}
-			}
-			return got
-		}
+		produce := func(values ...string) { t.Helper(); produceValues(t, prod, "own", values...) }
+		fetched := func(sp kmsg.FetchResponseTopicPartition) []string { t.Helper(); return fetchedValues(t, sp) }
 		produce("a0", "a1")
 		// The consumer reads up to the end: from now on the gateway keeps its appends.
 		if sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](cons, 12, fetchReq("own", [16]byte{}, 0, 0, 1<<20))); sp.HighWatermark != 2 {
@@ -490,7 +462,7 @@ func TestFetchWokenByOwnAppend(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		produce("a3")
 		time.Sleep(100 * time.Millisecond)
-		produceOn(prod2, "b4")
+		produceValues(t, prod2, "own", "b4")
 		resp = kmsg.NewPtrFetchResponse()
 		resp.SetVersion(12)
 		if got := cons.read(resp); got != corr {

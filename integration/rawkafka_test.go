@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -229,4 +230,26 @@ func initProducerID(t *testing.T, c *rawConn, pid int64, epoch int16) (int64, in
 		t.Fatalf("InitProducerID: error %d", resp.ErrorCode)
 	}
 	return resp.ProducerID, resp.ProducerEpoch
+}
+
+// produceValues produces values to partition 0 of topic through c (acks=-1, not idempotent), failing t
+// on an error.
+func produceValues(t *testing.T, c *rawConn, topic string, values ...string) {
+	t.Helper()
+	sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq(topic, 0, -1, rawBatch(t, -1, -1, -1, 1000, values...))))
+	if sp.ErrorCode != 0 {
+		t.Fatalf("produce %v: error %d", values, sp.ErrorCode)
+	}
+}
+
+// fetchedValues lists a fetched partition's records as "offset:value".
+func fetchedValues(t *testing.T, sp kmsg.FetchResponseTopicPartition) []string {
+	t.Helper()
+	var got []string
+	for _, bt := range fetchedRecords(t, sp) {
+		for i, r := range bt.Records {
+			got = append(got, fmt.Sprintf("%d:%s", bt.BaseOffset+int64(i), r.Value))
+		}
+	}
+	return got
 }
