@@ -5,9 +5,10 @@ package gateway
 // Reads each partition with one XRANGE from the requested offset (all partitions in one pipeline,
 // together with their high watermark and log start offset; records at the end of a partition come
 // from the tail cache, and so do the offsets when this gateway's own append began after the fetch
-// arrived) and returns the records as one uncompressed magic-2 batch per contiguous run. When less than min_bytes is available the request
-// long-polls up to max_wait_ms and is woken by appends to any partition it asked for (local appends
-// directly, other gateways' through Redis pub/sub), never by a polling tick.
+// arrived) and returns the records as one uncompressed magic-2 batch per contiguous run. When less
+// than min_bytes is available the request long-polls up to max_wait_ms and is woken by appends to any
+// partition it asked for (local appends directly, other gateways' through Redis pub/sub), never by a
+// polling tick.
 //
 // Limits: partition_max_bytes and the response max_bytes bound the records returned, except that the
 // first record of the response is always returned whole (KIP-74), so a consumer cannot get stuck.

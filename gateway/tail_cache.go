@@ -13,15 +13,15 @@ import (
 // tailCache keeps, per partition, copies of the records this gateway appended last, so a consumer
 // reading at the end of a partition (the common case: consumers keep up) is answered from memory:
 // the fetch reads the partition's offsets from Redis (one HMGET; but see ownAppend below), not the
-// entries, whose reply parsing is most of what a fetch costs the gateway. Records are immutable once Redis stored
-// them, so a copy taken after the append succeeded stays right. The fetch takes records from the cache
-// only when it holds every offset from the fetch offset to the high watermark just read, for the same
-// topic ID; if this gateway still has appends to the partition in flight it waits for them first
-// (await), otherwise (another gateway appended the rest) it reads Redis. A cache reaching past a high
-// watermark with no append since it was read holds records Redis does not have (a topic deleted and
-// created again) and is dropped. Entries deleted with DeleteRecords or retention fall below the fresh
-// log start offset and are never returned; entries deleted natively with XDEL may still be served from
-// the cache while it holds them.
+// entries, whose reply parsing is most of what a fetch costs the gateway. Records are immutable once
+// Redis stored them, so a copy taken after the append succeeded stays right. The fetch takes records
+// from the cache only when it holds every offset from the fetch offset to the high watermark just
+// read, for the same topic ID; if this gateway still has appends to the partition in flight it waits
+// for them first (await), otherwise (another gateway appended the rest) it reads Redis. A cache
+// reaching past a high watermark with no append since it was read holds records Redis does not have
+// (a topic deleted and created again) and is dropped. Entries deleted with DeleteRecords or retention
+// fall below the fresh log start offset and are never returned; entries deleted natively with XDEL
+// may still be served from the cache while it holds them.
 //
 // A fetch woken by this gateway's own append may skip the offsets read too: when the newest append the
 // cache holds for every partition of the fetch began after the fetch arrived, that append's result
@@ -222,9 +222,10 @@ func (tc *tailCache) watch(ks []partKey) {
 
 // begin notes appends to partitions ks going to Redis and reports which of them to copy for the cache
 // (those watched lately; nil when none is), with the appends' ticket (see ownAppend). A partition not
-// copied loses what the cache holds of it: the append moves Redis past it (and after a failover that lost writes, could bring the high
-// watermark back to exactly where the cache ends, with other records). finish notes that the appends
-// are answered (and, when copied and successful, recorded with add).
+// copied loses what the cache holds of it: the append moves Redis past it (and after a failover that
+// lost writes, could bring the high watermark back to exactly where the cache ends, with other
+// records). finish notes that the appends are answered (and, when copied and successful, recorded
+// with add).
 func (tc *tailCache) begin(ks []partKey) (copyOf []bool, ticket uint64) {
 	if tc == nil {
 		return nil, 0
