@@ -227,13 +227,7 @@ func TestFetchReadAhead(t *testing.T) {
 		fetch := func(topic string, offset int64) (kmsg.FetchResponseTopicPartition, []int64) {
 			t.Helper()
 			sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq(topic, [16]byte{}, 0, offset, 700)))
-			var got []int64
-			for _, bt := range fetchedRecords(t, sp) {
-				for i := range bt.Records {
-					got = append(got, bt.BaseOffset+int64(i))
-				}
-			}
-			return sp, got
+			return sp, fetchedOffsets(t, sp)
 		}
 		// A fetch cut at about three records starts a read-ahead of about as many; the next fetch at
 		// exactly that offset, with room for all ten records, is answered from it: a fresh read would
@@ -241,12 +235,7 @@ func TestFetchReadAhead(t *testing.T) {
 		sp, got := fetch("ahead", 0)
 		next := got[len(got)-1] + 1
 		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("ahead", [16]byte{}, 0, next, 1<<20)))
-		var ahead []int64
-		for _, bt := range fetchedRecords(t, sp) {
-			for i := range bt.Records {
-				ahead = append(ahead, bt.BaseOffset+int64(i))
-			}
-		}
+		ahead := fetchedOffsets(t, sp)
 		if sp.ErrorCode != 0 || len(ahead) == 0 || ahead[0] != next || int64(len(ahead)) >= 10-next {
 			t.Fatalf("fetch at %d with room for every record: error %d, offsets %v; want fewer than the %d left, from the read-ahead", next, sp.ErrorCode, ahead, 10-next)
 		}
@@ -325,7 +314,7 @@ func TestFetchReadAhead(t *testing.T) {
 func TestFetchTailCache(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g1 := startGateway(t, b)
-		g2 := startGateway(t, b, gatewayOpts{namespace: g1.Namespace, mutate: func(c *gateway.Config) { c.NodeID = 1 }})
+		g2 := startPeer(t, b, g1, 1)
 		ctx := testCtx(t, 30*time.Second)
 		mustCreateTopics(t, ctx, newAdmin(t, g1), 1, nil, "tail")
 		c1, c2 := dialRaw(t, g1.Addr), dialRaw(t, g2.Addr)
@@ -389,7 +378,7 @@ func TestFetchTailCache(t *testing.T) {
 func TestFetchWokenByOwnAppend(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
-		g2 := startGateway(t, b, gatewayOpts{namespace: g.Namespace, mutate: func(c *gateway.Config) { c.NodeID = 1 }})
+		g2 := startPeer(t, b, g, 1)
 		ctx := testCtx(t, 30*time.Second)
 		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "own")
 		prod, prod2, cons := dialRaw(t, g.Addr), dialRaw(t, g2.Addr), dialRaw(t, g.Addr)

@@ -13,8 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kgate/kgate/gateway"
 )
 
 // Issue 3's error paths with raw requests (kmsg over a plain connection), pinned to the versions that
@@ -277,7 +275,7 @@ func TestGroupFindCoordinator(t *testing.T) {
 	t.Parallel()
 	b := backends()[0]
 	g0 := startGateway(t, b)
-	g1 := startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: func(c *gateway.Config) { c.NodeID = 1 }})
+	g1 := startPeer(t, b, g0, 1)
 	ctx := testCtx(t, 30*time.Second)
 	grpCreateTopic(t, ctx, newAdmin(t, g0), "fc", 1)
 	waitTwoGateways(t, g0, g1)

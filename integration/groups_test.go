@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -828,7 +827,7 @@ func TestGroupOffsetFetch(t *testing.T) {
 	}
 
 	// A second gateway on the same namespace; a manual-assignment consumer there.
-	g1 := startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: func(c *gateway.Config) { c.NodeID = 1 }})
+	g1 := startPeer(t, b, g0, 1)
 	waitTwoGateways(t, g0, g1)
 	cons := newClient(t, g1, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 		"fa": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart(), 2: kgo.NewOffset().AtStart()},

@@ -101,6 +101,13 @@ type gatewayOpts struct {
 	mutate    func(*gateway.Config)
 }
 
+// startPeer starts another gateway, node id node, on of's namespace: the same topics, groups and
+// offsets, as a second gateway in front of one Redis.
+func startPeer(t *testing.T, b backend, of *testGateway, node int32) *testGateway {
+	t.Helper()
+	return startGateway(t, b, gatewayOpts{namespace: of.Namespace, mutate: func(c *gateway.Config) { c.NodeID = node }})
+}
+
 // startGateway starts a gateway on a fresh namespace of backend b, stopped at test cleanup.
 func startGateway(t *testing.T, b backend, opts ...gatewayOpts) *testGateway {
 	t.Helper()

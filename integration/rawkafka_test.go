@@ -242,6 +242,18 @@ func produceValues(t *testing.T, c *rawConn, topic string, values ...string) {
 	}
 }
 
+// fetchedOffsets lists the offsets of a fetched partition's records.
+func fetchedOffsets(t *testing.T, sp kmsg.FetchResponseTopicPartition) []int64 {
+	t.Helper()
+	var got []int64
+	for _, bt := range fetchedRecords(t, sp) {
+		for i := range bt.Records {
+			got = append(got, bt.BaseOffset+int64(i))
+		}
+	}
+	return got
+}
+
 // fetchedValues lists a fetched partition's records as "offset:value".
 func fetchedValues(t *testing.T, sp kmsg.FetchResponseTopicPartition) []string {
 	t.Helper()

@@ -600,16 +600,15 @@ func parseEntries(raw any) ([]Record, error) {
 				rec.Key = bytesOf(val)
 			case name == "value":
 				rec.Value = bytesOf(val)
-			case strings.HasPrefix(name, "h:"):
+			case isHeaderField(name):
 				if headers == nil {
 					headers = make([]Header, 0, headerFields(entries[i:]))
 				}
-				headers = append(headers, Header{Key: name[2:], Value: bytesOf(val)})
-			case strings.HasPrefix(name, "hn:"):
-				if headers == nil {
-					headers = make([]Header, 0, headerFields(entries[i:]))
+				h := Header{Key: name[2:], Value: bytesOf(val)}
+				if name[1] == 'n' { // "hn:": a null value
+					h = Header{Key: name[3:]}
 				}
-				headers = append(headers, Header{Key: name[3:]})
+				headers = append(headers, h)
 			}
 		}
 		if len(headers) > from {
@@ -630,12 +629,18 @@ func headerFields(entries []any) int {
 		}
 		fields, _ := pair[1].([]any)
 		for j := 0; j+1 < len(fields); j += 2 {
-			if name, _ := fields[j].(string); strings.HasPrefix(name, "h:") || strings.HasPrefix(name, "hn:") {
+			if name, _ := fields[j].(string); isHeaderField(name) {
 				n++
 			}
 		}
 	}
 	return n
+}
+
+// isHeaderField reports whether a stream entry's field holds a record header: "h:<name>" with its
+// value, "hn:<name>" for a null value.
+func isHeaderField(name string) bool {
+	return strings.HasPrefix(name, "h:") || strings.HasPrefix(name, "hn:")
 }
 
 // bytesOf views a reply string as bytes without copying; replies are never mutated.

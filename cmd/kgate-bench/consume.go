@@ -68,10 +68,7 @@ func (b *bench) consumePhase(ctx context.Context) error {
 			return err
 		}
 		k, base := total(ks), total(bs)
-		var ratios []float64
-		for i := range ks {
-			ratios = appendRatio(ratios, ks[i].rate(), bs[i].rate())
-		}
+		ratios := roundRatios(ks, bs, consumeRun.rate)
 		cs := fmt.Sprintf("%s x %dp", sizeName(pt.size), pt.parts)
 		notes := fmt.Sprintf("%s records x %d rounds, XRANGE COUNT %d", fmtNum(float64(sum(hwm))), b.o.rounds, page)
 		if k.partial || base.partial {

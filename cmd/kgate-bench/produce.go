@@ -119,10 +119,7 @@ func (b *bench) producePhase(ctx context.Context) error {
 				return err
 			}
 			k, base := total(ks), total(bs)
-			var ratios []float64
-			for i := range ks {
-				ratios = appendRatio(ratios, ks[i].rate, bs[i].rate)
-			}
+			ratios := roundRatios(ks, bs, func(r produceRun) float64 { return r.rate })
 			cs := fmt.Sprintf("%s x %dp", sizeName(size), parts)
 			notes := fmt.Sprintf("%.1f rec/batch, %.1f batches/req", k.perBatch, k.perReq)
 			if spread := roundSpread(ratios); spread != "" {

@@ -89,6 +89,15 @@ func withBaseline(res result, base float64) result {
 	return res
 }
 
+// roundRatios is each round's rate through kgate over its baseline's (ks[i] against bs[i]).
+func roundRatios[R any](ks, bs []R, rate func(R) float64) []float64 {
+	var ratios []float64
+	for i := range ks {
+		ratios = appendRatio(ratios, rate(ks[i]), rate(bs[i]))
+	}
+	return ratios
+}
+
 // appendRatio appends kgate/base to ratios when it is a number (a round that measured nothing is left
 // out: JSON has no Inf or NaN).
 func appendRatio(ratios []float64, kgate, base float64) []float64 {
