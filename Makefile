@@ -37,9 +37,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME) ./protocol/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBatches$$' -fuzztime $(FUZZTIME) ./protocol/
 
-## bench: kgate against the raw-Redis baseline in one run, plus the per-record micro-benchmarks.
+## bench: kgate against the raw-Redis baseline in one run, plus the per-record micro-benchmarks and
+## the append's Redis CPU per record against plain XADDs.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./protocol/ ./gateway/ ./redisstore/
+	$(GO) test -run '^$$' -bench . -skip AppendRedisCPU -benchmem ./protocol/ ./gateway/ ./redisstore/
+	$(GO) test -run '^$$' -bench AppendRedisCPU -benchtime 100x ./redisstore/
 	$(GO) run ./cmd/kgate-bench
 
 clean:

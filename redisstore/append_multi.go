@@ -17,15 +17,17 @@ import (
 //
 //	MULTI
 //	XADD <stream> 0-* ts <ts> [key <k>] [value <v>] [h:<name> <v>]...   (one per record)
-//	EVAL finishScript ...   (idempotence check, high watermark, time index, producer state)
+//	FCALL <finish function> ...   (idempotence check, high watermark, time index, producer state)
 //	EXEC
 //
 // XADD 0-* takes the next sequence number after the stream's last ID, so offset n stays entry 0-(n+1).
-// finishScript decides after the fact: when the batch is a duplicate or out of sequence it deletes the
-// entries just added and restores the stream's last ID and entries-added counter (XSETID), so the
-// records leave no trace (only the stream's max-deleted-entry-id mark moves). Nothing outside the MULTI block ever sees the entries it removes. EVAL
-// (not EVALSHA) is used on purpose: a NOSCRIPT after the XADDs (a failed-over replica without the
-// script cache) would store records without moving the high watermark.
+// finishScript (run as a Redis function, or with EVAL when the library cannot be loaded: functions.go)
+// decides after the fact: when the batch is a duplicate or out of sequence it deletes the entries just
+// added and restores the stream's last ID and entries-added counter (XSETID), so the records leave no
+// trace (only the stream's max-deleted-entry-id mark moves). Nothing outside the MULTI block ever sees
+// the entries it removes. EVALSHA is not used: a NOSCRIPT after the XADDs (a failed-over replica
+// without the script cache) would store records without moving the high watermark, and the script
+// cache is neither persisted nor replicated, while functions are.
 
 // ErrStreamConflict is returned when a partition stream's entries do not match kgate's bookkeeping
 // (something other than kgate wrote to it); the batch is not stored.
@@ -38,10 +40,10 @@ var ErrStreamConflict = errors.New("redisstore: partition stream was written out
 var finishScript = batchLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local nxt, start, maxts = readMeta(meta)
+local nxt, start, maxts, st = readMeta(meta, pid)
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then return {-1, -2} end
-local refused, kept, last = checkProducer(prods, pid, epoch, seq, n, start)
+local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, n, start, st)
 if refused then
   -- Undo the XADDs that ran before this script in the same MULTI.
   local info = redis.call('XINFO', 'STREAM', stream)
@@ -60,7 +62,7 @@ if refused then
   redis.call('XSETID', stream, string.format('0-%d', nxt), 'ENTRIESADDED', added - n)
   return refused
 end
-finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, nxt, maxts, tonumber(ARGV[5]), 6)
+finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, legacy, nxt, maxts, tonumber(ARGV[5]), 6)
 return {nxt, start, 0}
 `
 
@@ -75,7 +77,8 @@ var (
 	cmdEXEC  = "EXEC"
 )
 
-// multiArgs builds one batch's commands: an XADD argument list per record and the EVAL arguments.
+// multiArgs builds one batch's commands: an XADD argument list per record and the FCALL (or EVAL)
+// arguments.
 // Every argument is a pointer into slabs sized up front.
 func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	nstrs, nints, nargs := 0, 4+1, 0
@@ -105,8 +108,13 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		xadds[i] = a.args[from:len(a.args):len(a.args)]
 	}
 	from := len(a.args)
-	a.addConst(&cmdEVAL)
-	a.addConst(&finishScript)
+	if s.noFunctions.Load() {
+		a.addConst(&cmdEVAL)
+		a.addConst(&finishScript)
+	} else {
+		a.addConst(&cmdFCALL)
+		a.addConst(&finishFunction)
+	}
 	a.args = append(a.args, &numKeys)
 	for i := range keys {
 		a.args = append(a.args, &a.strs[i])
@@ -207,6 +215,20 @@ type partID struct {
 // appendMulti writes batches as MULTI blocks in one pipeline on c, which must reach the master of every
 // batch's partition (a standalone client, a node client of a cluster, or a pinned connection).
 func (s *Store) appendMulti(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
+	s.appendMultiOnce(ctx, c, batches, out)
+	var failed []int
+	for i := range out {
+		if isFunctionMissing(out[i].Err) {
+			failed = append(failed, i)
+		}
+	}
+	if len(failed) > 0 {
+		s.repairMissingFunction(ctx, c, batches, out, failed)
+	}
+}
+
+// appendMultiOnce is appendMulti without the repair of a missing function library.
+func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
 	pipe := c.Pipeline()
 	execs := make([]*redis.Cmd, len(batches))
 	for i, b := range batches {

@@ -55,6 +55,7 @@ type options struct {
 	partitions []int
 	linger     time.Duration
 	batchBytes int
+	buffered   int
 	keyBytes   int
 	basePipes  int
 
@@ -91,8 +92,9 @@ func parseFlags(args []string) (options, error) {
 	parts := fs.String("partitions", "1,8,64", "partition counts")
 	fs.DurationVar(&o.linger, "linger", 5*time.Millisecond, "producer linger in the produce phase")
 	fs.IntVar(&o.batchBytes, "batch-bytes", 1<<20, "producer max batch bytes")
+	fs.IntVar(&o.buffered, "buffered-records", 10000, "producer max buffered records, in flight included (franz-go's default, 10000, bounds how many records the producer keeps in flight, and so the size of its requests)")
 	fs.IntVar(&o.keyBytes, "key-bytes", 8, "record key size in bytes")
-	fs.IntVar(&o.basePipes, "baseline-pipelines", 1, "pipelines in flight in the produce baseline: 1 mirrors franz-go's idempotent producer, which keeps one produce request in flight per broker, so a gateway never holds two of its batches at once; 2 shows what overlapping consecutive requests could add")
+	fs.IntVar(&o.basePipes, "baseline-pipelines", 1, "pipelines in flight in the produce baseline: 1 mirrors the gateway, which answers a connection's requests one at a time and in order, as Kafka brokers do (franz-go may have up to five produce requests in flight, queued on the connection); 2 shows what overlapping consecutive requests could add")
 	fs.DurationVar(&o.consumeTimeout, "consume-timeout", 20*time.Second, "upper bound of each consume run")
 	fs.IntVar(&o.rounds, "rounds", 5, "produce, consume and latency cases alternate kgate and baseline runs this many times (each produce run measures --duration/rounds, each latency run --latency-duration/rounds) and report figures over all of them, so the machine's drift falls on both sides")
 	fs.DurationVar(&o.latDuration, "latency-duration", 5*time.Second, "measured time at each latency rate, for kgate and for the baseline each (split over --rounds runs, each after a warm-up of a tenth of this)")

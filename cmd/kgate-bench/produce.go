@@ -52,6 +52,7 @@ func (b *bench) producerOpts(topic string, linger time.Duration, hooks ...kgo.Ho
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RetryTimeout(30 * time.Second),
+		kgo.MaxBufferedRecords(b.o.buffered),
 	}
 	if len(hooks) > 0 {
 		opts = append(opts, kgo.WithHooks(hooks...))
@@ -92,8 +93,8 @@ func (b *bench) producePhase(ctx context.Context) error {
 		return err
 	}
 	defer stopProfile()
-	b.rep.meta("producer", fmt.Sprintf("franz-go, acks=-1, idempotent, linger=%v, max batch %d B, no compression, round-robin partitioner, %d B keys; values are random bytes",
-		b.o.linger, b.o.batchBytes, b.o.keyBytes))
+	b.rep.meta("producer", fmt.Sprintf("franz-go, acks=-1, idempotent, linger=%v, max batch %d B, at most %d records buffered, no compression, round-robin partitioner, %d B keys; values are random bytes",
+		b.o.linger, b.o.batchBytes, b.o.buffered, b.o.keyBytes))
 	b.rep.meta("produce", fmt.Sprintf("each case: %d rounds of kgate then baseline, each run %v warm-up + %v measured; baseline: go-redis pipelined XADD * (ts, key, value) of the same records, batches of the records/batch kgate's requests carried, batches/request per pipeline, %d pipeline(s) in flight; MB/s counts values, 1 MB = 10^6 B",
 		b.o.rounds, b.o.warmup, b.o.duration/time.Duration(b.o.rounds), b.o.basePipes))
 	for _, size := range b.o.sizes {
