@@ -17,7 +17,8 @@ import "github.com/redis/go-redis/v9"
 // offset, log start, 1} for a duplicate of one of the producer's last five batches; {-1, 47} for a
 // fenced epoch; {-1, 45} for a sequence gap), else nil with the producer-state entries to keep, the
 // batch's last sequence and whether the state came from the producers hash. finishBatch moves the high
-// watermark, grows the time index from the k candidate pairs (record index, timestamp) starting at
+// watermark, records the batches just stored (subs, "first seq:last seq:base offset", newest first)
+// ahead of the kept entries, five at most, grows the time index from the k candidate pairs (record index, timestamp) starting at
 // ARGV[first] (one ZADD for up to 500 entries: each call from Lua costs Redis about as much as a few
 // entries), and saves the producer state.
 const batchLua = `
@@ -55,7 +56,7 @@ local function checkProducer(prods, pid, epoch, seq, n, start, st)
   end
   return nil, kept, last, legacy
 end
-local function finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, legacy, base, maxts, k, first)
+local function finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept, legacy, base, maxts, k, first)
   local z = {}
   for c = 0, k - 1 do
     local ts = tonumber(ARGV[first + 1 + 2 * c])
@@ -72,8 +73,9 @@ local function finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, 
     redis.call('HSET', meta, 'next', nxt, 'maxts', mts)
     return
   end
-  local st = string.format('%d,%d,%d:%d:%d', epoch, last, seq, last, base)
-  for _, b in ipairs(kept) do st = st .. ',' .. b end
+  local st = string.format('%d,%d', epoch, last)
+  for i = 1, math.min(#subs, 5) do st = st .. ',' .. subs[i] end
+  for i = 1, math.min(#kept, 5 - #subs) do st = st .. ',' .. kept[i] end
   redis.call('HSET', meta, 'next', nxt, 'maxts', mts, 'p:' .. pid, st)
   if legacy then redis.call('HDEL', prods, pid) end
 end
@@ -111,7 +113,7 @@ for r = 1, n do
   redis.call('XADD', stream, id, 'ts', unpack(ARGV, i, j))
   i = j + 1
 end
-finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, legacy, nxt, maxts, k, 8)
+finishBatch(meta, tindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, maxts, k, 8)
 return {nxt, start, 0}
 `)
 
