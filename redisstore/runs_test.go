@@ -12,10 +12,10 @@ func TestMergeRuns(t *testing.T) {
 	wrap := b(0, 5, 0, 2147483647-2, 3) // ends at the largest sequence; the next starts at 0
 	in := []*Batch{
 		b(0, 5, 1, 0, 3), b(1, 5, 1, 0, 2),
-		b(0, 5, 1, 3, 4), // continues partition 0
-		b(1, 5, 1, 3, 1), // gap on partition 1: a new batch
-		b(1, 5, 1, 4, 2), // continues the one above
-		b(0, 5, 2, 7, 1), // another epoch
+		b(0, 5, 1, 3, 4),                     // continues partition 0
+		b(1, 5, 1, 3, 1),                     // gap on partition 1: a new batch
+		b(1, 5, 1, 4, 2),                     // continues the one above
+		b(0, 5, 2, 7, 1),                     // another epoch
 		b(2, -1, 0, 0, 2), b(2, -1, 0, 0, 3), // not idempotent: merged
 		b(3, 5, 1, 0, 1), b(3, 6, 1, 1, 1), // another producer
 		wrap, b(0, 5, 0, 0, 2),
