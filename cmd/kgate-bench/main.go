@@ -163,6 +163,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("durations must be positive")
 	case o.batchBytes < 1024:
 		return o, errors.New("--batch-bytes must be at least 1024")
+	case o.buffered < 1:
+		return o, errors.New("--buffered-records must be at least 1")
 	case o.keyBytes < 0 || o.latSize < 16 || o.latPartitions < 1 || o.commitWorkers < 1 || o.basePipes < 1:
 		return o, errors.New("--key-bytes >= 0, --latency-size >= 16, --latency-partitions, --commit-workers and --baseline-pipelines >= 1")
 	}

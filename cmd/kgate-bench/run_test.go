@@ -91,3 +91,15 @@ func leadingNumber(t *testing.T, s string) float64 {
 	}
 	return v
 }
+
+func TestParseFlagsBufferedRecords(t *testing.T) {
+	if o, err := parseFlags(nil); err != nil || o.buffered != 10000 {
+		t.Fatalf("default: %d, %v; want franz-go's 10000", o.buffered, err)
+	}
+	if o, err := parseFlags([]string{"--buffered-records", "100000"}); err != nil || o.buffered != 100000 {
+		t.Fatalf("--buffered-records 100000: %d, %v", o.buffered, err)
+	}
+	if _, err := parseFlags([]string{"--buffered-records", "0"}); err == nil {
+		t.Fatal("--buffered-records 0 accepted")
+	}
+}
