@@ -4,7 +4,7 @@
 // each kgate figure next to its baseline and their ratio. Produce and consume cases alternate the two
 // --rounds times and report over all of them, so the machine's drift falls on both sides.
 //
-// Phases (--phases, default all, in this order):
+// Phases (--phases, default all but replay, in this order):
 //
 //	produce   records/s and MB/s, 100 B and 1 KB values over 1, 8 and 64 partitions; franz-go with
 //	          acks=-1, idempotence, --linger and --batch-bytes. Baseline: pipelined XADD of the same
@@ -16,6 +16,9 @@
 //	commits   OffsetCommit/s (simple commits, generation -1) vs redisstore.CommitOffsets called directly.
 //	conns     RSS with 1,000 and 10,000 idle connections (opened by a child process so the RSS is the
 //	          gateway's), memory per connection, and one active producer's p99 with and without them.
+//	replay    (not by default) produce with a fixed request shape from a raw connection, no Kafka client
+//	          library: kgate's own cost per record at --replay-batch records per batch. Baseline: the
+//	          produce phase's, same shape.
 //
 // Client, gateway and Redis share the machine: every run also reports the CPU used by this process
 // (kgate + client) and by redis-server, to show which side is the bottleneck. --cpuprofile writes a CPU
@@ -56,8 +59,10 @@ type options struct {
 	linger     time.Duration
 	batchBytes int
 	buffered   int
-	keyBytes   int
-	basePipes  int
+	// replay phase: records per batch, requests in flight
+	replayBatch, replayInflight int
+	keyBytes                    int
+	basePipes                   int
 
 	consumeTimeout time.Duration
 	rounds         int
@@ -75,13 +80,16 @@ type options struct {
 	connsProbe time.Duration
 }
 
-var allPhases = []string{"produce", "consume", "latency", "commits", "conns"}
+var allPhases = []string{"produce", "consume", "latency", "commits", "conns", "replay"}
+
+// defaultPhases leave out replay, a diagnostic of kgate's own cost (replay.go).
+var defaultPhases = allPhases[:len(allPhases)-1]
 
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kgate-bench", flag.ContinueOnError)
 	fs.StringVar(&o.redis, "redis", "", "address of a running Redis to use (default: start a redis-server with persistence off)")
-	phases := fs.String("phases", strings.Join(allPhases, ","), "comma-separated phases to run: "+strings.Join(allPhases, ","))
+	phases := fs.String("phases", strings.Join(defaultPhases, ","), "comma-separated phases to run: "+strings.Join(allPhases, ","))
 	fs.BoolVar(&o.json, "json", false, "write JSON lines to stdout (the table then goes to stderr)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of one phase (--cpuprofile-phase) to this file (samples labelled side=gateway|client|baseline)")
 	fs.StringVar(&o.profPhase, "cpuprofile-phase", "produce", "the phase --cpuprofile covers (the consume phase's profile starts after any fill); when that phase is not run, the profile covers the whole run")
@@ -94,6 +102,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.batchBytes, "batch-bytes", 1<<20, "producer max batch bytes")
 	fs.IntVar(&o.buffered, "buffered-records", 10000, "producer max buffered records, in flight included (franz-go's default, 10000, bounds how many records the producer keeps in flight, and so the size of its requests)")
 	fs.IntVar(&o.keyBytes, "key-bytes", 8, "record key size in bytes")
+	fs.IntVar(&o.replayBatch, "replay-batch", 150, "records per partition batch in the replay phase")
+	fs.IntVar(&o.replayInflight, "replay-inflight", 1, "produce requests in flight in the replay phase (at most 5, as a Kafka producer)")
 	fs.IntVar(&o.basePipes, "baseline-pipelines", 1, "pipelines in flight in the produce baseline: 1 mirrors the gateway, which answers a connection's requests one at a time and in order, as Kafka brokers do (franz-go may have up to five produce requests in flight, queued on the connection); 2 shows what overlapping consecutive requests could add")
 	fs.DurationVar(&o.consumeTimeout, "consume-timeout", 20*time.Second, "upper bound of each consume run")
 	fs.IntVar(&o.rounds, "rounds", 5, "produce, consume and latency cases alternate kgate and baseline runs this many times (each produce run measures --duration/rounds, each latency run --latency-duration/rounds) and report figures over all of them, so the machine's drift falls on both sides")
@@ -165,6 +175,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--batch-bytes must be at least 1024")
 	case o.buffered < 1:
 		return o, errors.New("--buffered-records must be at least 1")
+	case o.replayBatch < 1 || o.replayInflight < 1 || o.replayInflight > replayMaxWindow:
+		return o, errors.New("--replay-batch >= 1, --replay-inflight 1-5")
 	case o.keyBytes < 0 || o.latSize < 16 || o.latPartitions < 1 || o.commitWorkers < 1 || o.basePipes < 1:
 		return o, errors.New("--key-bytes >= 0, --latency-size >= 16, --latency-partitions, --commit-workers and --baseline-pipelines >= 1")
 	}

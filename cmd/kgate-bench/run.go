@@ -79,6 +79,7 @@ func runWith(ctx context.Context, o options, rep *reporter) (err error) {
 		{"latency", b.latencyPhase},
 		{"commits", b.commitsPhase},
 		{"conns", b.connsPhase},
+		{"replay", b.replayPhase},
 	}
 	for _, s := range steps {
 		if !o.phases[s.name] {

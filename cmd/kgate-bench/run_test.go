@@ -103,3 +103,42 @@ func TestParseFlagsBufferedRecords(t *testing.T) {
 		t.Fatal("--buffered-records 0 accepted")
 	}
 }
+
+// TestReplayPhase runs the replay phase briefly with two requests in flight: every request is
+// acknowledged without an error (a wrong sequence or CRC patch would fail it), and the phase reports a
+// rate next to its baseline.
+func TestReplayPhase(t *testing.T) {
+	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	if !redistest.Available() {
+		t.Fatal("redis-server is not on PATH")
+	}
+	o, err := parseFlags([]string{"--phases", "replay", "--sizes", "100", "--partitions", "4", "--rounds", "1",
+		"--duration", "300ms", "--warmup", "100ms", "--replay-batch", "20", "--replay-inflight", "2", "--json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep := &reporter{json: true, out: &out, table: io.Discard}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := runWith(ctx, o, rep); err != nil {
+		t.Fatal(err)
+	}
+	var got *result
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r result
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Phase == "replay" && r.Unit == "rec/s" {
+			got = &r
+		}
+	}
+	if got == nil || got.Kgate <= 0 || got.Baseline == nil || *got.Baseline <= 0 {
+		t.Fatalf("replay result %+v in:\n%s", got, out.String())
+	}
+	if got.Case != "100B x 4p, 20/batch" {
+		t.Fatalf("case %q", got.Case)
+	}
+}
