@@ -34,8 +34,33 @@ import (
 )
 
 func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+	return c.prepareProduce(ctx, req).append(ctx)
+}
+
+// produceJob is a produce request checked and decoded, with the response for every partition that
+// failed already filled in: the read loop prepares the next produce while the previous one is being
+// appended (conn.handleFrame).
+type produceJob struct {
+	c       *conn
+	req     *kmsg.ProduceRequest
+	resp    *kmsg.ProduceResponse
+	batches []*redisstore.Batch
+	slots   []produceSlot // where each batch's answer goes in resp
+	ids     [][16]byte    // topic ID of each batch
+
+	// Set by begin: the tail cache's registration and the copies it is taking.
+	keys    []partKey
+	copyOf  []bool
+	ticket  uint64
+	copies  []tailBatch
+	copying sync.WaitGroup
+}
+
+type produceSlot struct{ t, p int }
+
+func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *produceJob {
 	g := c.g
-	resp := kmsg.NewPtrProduceResponse()
+	j := &produceJob{c: c, req: req, resp: kmsg.NewPtrProduceResponse()}
 	var fail int16
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
@@ -43,14 +68,7 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 	case req.TransactionID != nil:
 		fail = kerr.TransactionalIDAuthorizationFailed.Code
 	}
-
-	type slot struct{ t, p int }
-	var (
-		batches []*redisstore.Batch
-		slots   []slot
-		ids     [][16]byte // topic ID of each batch
-		now     = time.Now().UnixMilli()
-	)
+	now := time.Now().UnixMilli()
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := kmsg.NewProduceResponseTopic()
@@ -79,39 +97,55 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 				if b.LogAppendTime != 0 {
 					sp.LogAppendTime = b.LogAppendTime
 				}
-				batches = append(batches, b)
-				slots = append(slots, slot{ti, pi})
-				ids = append(ids, topic.ID)
+				j.batches = append(j.batches, b)
+				j.slots = append(j.slots, produceSlot{ti, pi})
+				j.ids = append(j.ids, topic.ID)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
+		j.resp.Topics = append(j.resp.Topics, st)
 	}
+	return j
+}
 
-	if len(batches) > 0 {
-		keys := make([]partKey, len(batches))
-		for i, b := range batches {
-			keys[i] = partKey{b.Topic, b.Partition}
-		}
-		copyOf, ticket := g.tail.begin(keys)
-		defer g.tail.finish(keys, copyOf)
-		// The tail cache's copies are taken while Redis works on the append, off the produce path.
-		var copies []tailBatch
-		var copying sync.WaitGroup
-		if copyOf != nil {
-			copies = make([]tailBatch, len(batches))
-			copying.Go(func() {
-				for i, b := range batches {
-					if copyOf[i] {
-						copies[i] = copyBatch(b.Records, b.LogAppendTime)
-					}
+// append stores the job's batches and completes its response (nil for acks=0).
+func (j *produceJob) append(ctx context.Context) (kmsg.Response, error) {
+	j.begin()
+	return j.complete(j.c.g.store.Append(ctx, j.batches))
+}
+
+// begin registers the job's appends with the tail cache and starts copying the records it keeps,
+// which happens while Redis works on the append, off the produce path.
+func (j *produceJob) begin() {
+	if len(j.batches) == 0 {
+		return
+	}
+	j.keys = make([]partKey, len(j.batches))
+	for i, b := range j.batches {
+		j.keys[i] = partKey{b.Topic, b.Partition}
+	}
+	j.copyOf, j.ticket = j.c.g.tail.begin(j.keys)
+	if j.copyOf != nil {
+		j.copies = make([]tailBatch, len(j.batches))
+		j.copying.Go(func() {
+			for i, b := range j.batches {
+				if j.copyOf[i] {
+					j.copies[i] = copyBatch(b.Records, b.LogAppendTime)
 				}
-			})
-		}
-		results := g.store.Append(ctx, batches)
-		copying.Wait()
+			}
+		})
+	}
+}
+
+// complete fills in the response from the results of the job's batches (after begin) and tells the
+// tail cache and waiting fetches.
+func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response, error) {
+	c, g, req, resp, batches := j.c, j.c.g, j.req, j.resp, j.batches
+	if len(batches) > 0 {
+		defer g.tail.finish(j.keys, j.copyOf)
+		j.copying.Wait()
 		for i, r := range results {
-			sp := &resp.Topics[slots[i].t].Partitions[slots[i].p]
+			sp := &resp.Topics[j.slots[i].t].Partitions[j.slots[i].p]
 			if r.Err != nil {
 				sp.ErrorCode = errCode(r.Err)
 				sp.LogAppendTime = -1
@@ -124,10 +158,10 @@ func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Resp
 			if !r.Duplicate {
 				b := batches[i]
 				recordsProduced(b.Topic, len(b.Records))
-				if copies != nil {
-					g.tail.add(keys[i], ids[i], appended{base: r.BaseOffset, start: r.LogStartOffset, ticket: ticket}, copies[i])
+				if j.copies != nil {
+					g.tail.add(j.keys[i], j.ids[i], appended{base: r.BaseOffset, start: r.LogStartOffset, ticket: j.ticket}, j.copies[i])
 				}
-				g.notify.notify(keys[i])
+				g.notify.notify(j.keys[i])
 				g.publishAppend(b.Topic, b.Partition)
 			}
 		}

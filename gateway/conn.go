@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/protocol"
+	"github.com/kgate/kgate/redisstore"
 )
 
 // conn is one client connection. Its read loop handles one request at a time, in order, as Apache
@@ -33,6 +34,8 @@ type conn struct {
 	// aheadMisses counts read-aheads in a row the next fetch did not use; aheadSkipped the chances
 	// to read ahead passed up since (wantReadAhead).
 	aheadMisses, aheadSkipped int
+	// appends holds the produce requests answered in the background (handleFrame).
+	appends appendQueue
 }
 
 // Request and response buffers are recycled between requests of all connections through a
@@ -69,6 +72,9 @@ func (g *Gateway) serveConn(nc net.Conn) {
 	c.log.Info().Msg("connection opened")
 	connectionsOpened()
 	err := c.readLoop(g.bgCtx)
+	if aerr := c.awaitAppends(); aerr != nil {
+		err = aerr
+	}
 	c.closeReadAhead()
 	connectionsClosed()
 	ev := c.log.Info().Str("client_id", c.clientID)
@@ -98,42 +104,191 @@ func (c *conn) readLoop(ctx context.Context) error {
 			return err
 		}
 		bytesIn(int(n) + 4)
-		err := c.handleFrame(ctx, buf)
-		putBuf(bufp, buf)
-		if err != nil {
+		if err := c.handleFrame(ctx, buf, func() { putBuf(bufp, buf) }); err != nil {
 			return err
 		}
 	}
 }
 
-// handleFrame decodes and answers one request. A returned error closes the connection.
-func (c *conn) handleFrame(ctx context.Context, frame []byte) error {
+// Produce requests are answered in the background (appendQueue), so that the next request is read and
+// decoded, and a next produce's batches checked and decoded, while Redis stores the previous one.
+// Produce requests that arrive meanwhile (a producer with several requests in flight) queue up, and
+// the next round appends all of them together: one pipeline, and for each partition one finish step
+// over its batches from all of them (redisstore.Append merges a partition's consecutive batches).
+// Requests are still answered one at a time and in order, as on Apache Kafka: responses are written in
+// the order the requests came, and any other request waits until the produces before it are answered.
+
+// maxQueuedProduces bounds the produce requests a connection reads ahead of the one being appended
+// (Kafka producers keep at most five in flight by default).
+const maxQueuedProduces = 8
+
+// appendQueue is a connection's produce requests waiting to be appended, and the state of the
+// goroutine that appends them (runAppends, running while anything is queued or being appended).
+type appendQueue struct {
+	mu      sync.Mutex
+	cond    *sync.Cond // created on first use; signalled when jobs are taken or the goroutine stops
+	jobs    []*queuedProduce
+	running bool
+	err     error // the failure that ended the connection
+}
+
+type queuedProduce struct {
+	hdr     protocol.RequestHeader
+	start   time.Time
+	job     *produceJob
+	release func()
+}
+
+// handleFrame decodes one request and answers it (a produce in the background); release hands the
+// frame back once the request no longer needs it. A returned error closes the connection.
+func (c *conn) handleFrame(ctx context.Context, frame []byte, release func()) error {
 	start := time.Now()
+	hdr, a, req, err := c.decode(frame)
+	if pr, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
+		return c.enqueueProduce(ctx, &queuedProduce{hdr: hdr, start: start, job: c.prepareProduce(ctx, pr), release: release})
+	}
+	defer release()
+	if aerr := c.awaitAppends(); aerr != nil {
+		return aerr
+	}
+	if err != nil {
+		if errors.Is(err, errAnswerUnsupported) {
+			return c.write(hdr, unsupportedAPIVersions(hdr.APIVersion))
+		}
+		return err
+	}
+	resp, err := a.handle(ctx, c, req)
+	return c.answer(hdr, start, resp, err)
+}
+
+// enqueueProduce queues p for the appending goroutine, starting it if needed; it waits while
+// maxQueuedProduces are queued.
+func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
+	q := &c.appends
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.cond == nil {
+		q.cond = sync.NewCond(&q.mu)
+	}
+	for q.err == nil && len(q.jobs) >= maxQueuedProduces {
+		q.cond.Wait()
+	}
+	if q.err != nil {
+		p.release()
+		return q.err
+	}
+	q.jobs = append(q.jobs, p)
+	if !q.running {
+		q.running = true
+		go c.runAppends(ctx)
+	}
+	return nil
+}
+
+// awaitAppends waits until every queued produce is answered and returns the error that ended the
+// connection, if any.
+func (c *conn) awaitAppends() error {
+	q := &c.appends
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.running {
+		q.cond.Wait()
+	}
+	return q.err
+}
+
+// runAppends appends and answers the queued produce requests, all that are queued at a time, until the
+// queue is empty or a response cannot be written (the connection is then closed).
+func (c *conn) runAppends(ctx context.Context) {
+	q := &c.appends
+	for {
+		q.mu.Lock()
+		jobs := q.jobs
+		q.jobs = nil
+		if len(jobs) == 0 || q.err != nil {
+			q.running = false
+			q.cond.Broadcast()
+			q.mu.Unlock()
+			for _, p := range jobs {
+				p.release()
+			}
+			return
+		}
+		q.cond.Broadcast()
+		q.mu.Unlock()
+		if err := c.appendQueued(ctx, jobs); err != nil {
+			c.nc.Close() // ends the read loop's wait for the next request
+			q.mu.Lock()
+			q.err = err
+			q.mu.Unlock()
+		}
+	}
+}
+
+// appendQueued appends the batches of jobs in one store call and answers each job in order.
+func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) error {
+	var batches []*redisstore.Batch
+	for _, p := range jobs {
+		p.job.begin()
+		batches = append(batches, p.job.batches...)
+	}
+	var results []redisstore.AppendResult
+	if len(batches) > 0 {
+		results = c.g.store.Append(ctx, batches)
+	}
+	for i, p := range jobs {
+		n := len(p.job.batches)
+		resp, err := p.job.complete(results[:n])
+		results = results[n:]
+		err = c.answer(p.hdr, p.start, resp, err)
+		p.release()
+		if err != nil {
+			for _, rest := range jobs[i+1:] {
+				rest.job.complete(results[:len(rest.job.batches)]) // releases their tail cache registrations
+				results = results[len(rest.job.batches):]
+				rest.release()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// errAnswerUnsupported marks an ApiVersions request of a version kgate does not speak, which is
+// answered (with the versions it does) rather than refused.
+var errAnswerUnsupported = errors.New("gateway: unsupported ApiVersions version")
+
+// decode parses a frame's header and request.
+func (c *conn) decode(frame []byte) (protocol.RequestHeader, api, kmsg.Request, error) {
 	hdr, body, err := protocol.ParseRequestHeader(frame)
 	if hdr.ClientID != "" && hdr.ClientID != c.clientID {
 		c.clientID = hdr.ClientID
 	}
 	if err != nil {
 		if errors.Is(err, protocol.ErrUnsupportedVersion) && hdr.APIKey == apiVersionsKey {
-			return c.write(hdr, unsupportedAPIVersions(hdr.APIVersion))
+			return hdr, api{}, nil, errAnswerUnsupported
 		}
 		c.log.Warn().Int16("api_key", hdr.APIKey).Int16("api_version", hdr.APIVersion).Err(err).Msg("bad request header")
-		return err
+		return hdr, api{}, nil, err
 	}
 	a, ok := lookupAPI(hdr.APIKey)
 	if !ok || hdr.APIVersion < a.min || hdr.APIVersion > a.max {
 		if hdr.APIKey == apiVersionsKey {
-			return c.write(hdr, unsupportedAPIVersions(hdr.APIVersion))
+			return hdr, a, nil, errAnswerUnsupported
 		}
 		c.log.Warn().Int16("api_key", hdr.APIKey).Int16("api_version", hdr.APIVersion).Msg("unsupported api or version")
-		return protocol.ErrUnsupportedVersion
+		return hdr, a, nil, protocol.ErrUnsupportedVersion
 	}
 	req, err := protocol.DecodeRequest(hdr, body)
 	if err != nil {
 		c.log.Warn().Int16("api_key", hdr.APIKey).Int16("api_version", hdr.APIVersion).Err(err).Msg("malformed request")
-		return err
+		return hdr, a, nil, err
 	}
-	resp, err := a.handle(ctx, c, req)
+	return hdr, a, req, nil
+}
+
+// answer records a handled request and writes its response.
+func (c *conn) answer(hdr protocol.RequestHeader, start time.Time, resp kmsg.Response, err error) error {
 	elapsed := time.Since(start)
 	observeRequest(hdr.APIKey, hdr.APIVersion, elapsed, resp)
 	if c.log.GetLevel() <= zerolog.DebugLevel {

@@ -2,7 +2,10 @@ package integration
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,9 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/internal/redistest"
 )
 
-// Produce-path behaviour: max.message.bytes, LogAppendTime, idempotence over the wire, acks=0.
+// Produce-path behaviour: max.message.bytes, LogAppendTime, idempotence over the wire, acks=0, produce
+// requests queued on one connection.
 
 // TestMessageTooLarge: a 5 KB record on a topic with max.message.bytes=1000 fails with
 // MESSAGE_TOO_LARGE and nothing is stored; a small record still goes through.
@@ -171,4 +177,110 @@ func TestProduceAcksZero(t *testing.T) {
 		bad.expectClosed(5 * time.Second)
 		c.apiVersionsOK()
 	})
+}
+
+// TestProduceRequestsQueuedOnOneConnection: produce requests a producer sends while an earlier one is
+// still being appended are answered in order, each with its own offsets, and are appended together.
+// On a Redis of its own, whose writes the test holds back (CLIENT PAUSE) while the requests arrive,
+// MONITOR shows one finish step per partition for all the queued requests.
+func TestProduceRequestsQueuedOnOneConnection(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) { produceQueued(t, b, false) })
+	t.Run("paused", func(t *testing.T) {
+		t.Parallel()
+		srv, err := redistest.Start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Stop)
+		produceQueued(t, backend{name: "paused", addrs: []string{srv.Addr}}, true)
+	})
+}
+
+func produceQueued(t *testing.T, b backend, paused bool) {
+	g := startGateway(t, b)
+	ctx := testCtx(t, 30*time.Second)
+	mustCreateTopics(t, ctx, newAdmin(t, g), 2, nil, "queued")
+	c := dialRaw(t, g.Addr)
+	pid, _ := initProducerID(t, c, -1, -1)
+	var mon *redisMonitor
+	if paused {
+		mon = startMonitor(t, b.addrs[0])
+		if err := g.Store.Client().Do(ctx, "CLIENT", "PAUSE", 500, "WRITE").Err(); err != nil {
+			t.Fatalf("CLIENT PAUSE: %v", err)
+		}
+	}
+	now := time.Now().UnixMilli()
+	big := make([]string, 8000)
+	for i := range big {
+		big[i] = fmt.Sprintf("big%05d", i)
+	}
+	req := func(parts ...[]byte) *kmsg.ProduceRequest {
+		r := produceReq("queued", 0, -1, parts[0])
+		if len(parts) > 1 {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = 1, parts[1]
+			r.Topics[0].Partitions = append(r.Topics[0].Partitions, rp)
+		}
+		r.SetVersion(9)
+		return r
+	}
+	// All four go out at once; the first takes Redis a while (8,000 records, or the pause).
+	reqs := []*kmsg.ProduceRequest{
+		req(rawBatch(t, pid, 0, 0, now, big...)),
+		req(rawBatch(t, pid, 0, 8000, now, "a", "b"), rawBatch(t, pid, 0, 0, now, "x")),
+		req(rawBatch(t, pid, 0, 8002, now, "c", "d"), rawBatch(t, pid, 0, 1, now, "y")),
+		req(rawBatch(t, pid, 0, 8004, now, "e", "f")),
+	}
+	var frames []byte
+	var corrs []int32
+	for _, r := range reqs {
+		c.corr++
+		corrs = append(corrs, c.corr)
+		frames = appendRequest(frames, c.corr, r)
+	}
+	c.write(frames)
+	want := [][]int64{{0}, {8000, 0}, {8002, 1}, {8004}}
+	for i, corr := range corrs {
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(9)
+		if got := c.read(resp); got != corr {
+			t.Fatalf("response %d: correlation id %d, want %d (responses out of order)", i, got, corr)
+		}
+		sps := resp.Topics[0].Partitions
+		if len(sps) != len(want[i]) {
+			t.Fatalf("response %d: %d partitions, want %d", i, len(sps), len(want[i]))
+		}
+		for j, sp := range sps {
+			if sp.ErrorCode != 0 || sp.BaseOffset != want[i][j] {
+				t.Fatalf("response %d partition %d: error %d base offset %d, want 0 and %d", i, sp.Partition, sp.ErrorCode, sp.BaseOffset, want[i][j])
+			}
+		}
+	}
+	fetchResp := roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("queued", [16]byte{}, 0, 8000, 1<<20))
+	if got := fetchedValues(t, fetchPart(t, fetchResp)); !slices.Equal(got, []string{"8000:a", "8001:b", "8002:c", "8003:d", "8004:e", "8005:f"}) {
+		t.Fatalf("partition 0 from 8000: %v", got)
+	}
+	// Every batch is still known to the idempotence check: a retry of the third request's is a
+	// duplicate at its own offset.
+	retry := roundTrip[*kmsg.ProduceResponse](c, 9, req(rawBatch(t, pid, 0, 8002, now, "c", "d")))
+	if sp := producePart(t, retry); sp.ErrorCode != 0 || sp.BaseOffset != 8002 {
+		t.Fatalf("retry of a queued batch: error %d base offset %d, want 0 and 8002", sp.ErrorCode, sp.BaseOffset)
+	}
+	if mon == nil {
+		return
+	}
+	finishes := map[int32]int{}
+	for _, line := range mon.mark("queued-done") {
+		for p := range int32(2) {
+			if strings.Contains(line, `"FCALL"`) && strings.Contains(line, fmt.Sprintf(":stream:{queued:%d}", p)) {
+				finishes[p]++
+			}
+		}
+	}
+	// Partition 0: the queued requests together, with the first or after it (it may be taken alone
+	// before the others are read), then the retry; partition 1: once. One per request would be five and
+	// two.
+	if finishes[0] < 2 || finishes[0] > 3 || finishes[1] != 1 {
+		t.Fatalf("finish steps per partition %v, want 2-3 on partition 0 and 1 on partition 1 (queued requests appended together)", finishes)
+	}
 }

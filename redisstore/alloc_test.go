@@ -35,6 +35,24 @@ func TestArgSlabsSizedExactly(t *testing.T) {
 	}
 }
 
+// A run (mergeRuns) adds its batches' sizes to the finish step's arguments.
+func TestArgSlabsSizedExactlyForRuns(t *testing.T) {
+	s := &Store{keys: keys{ns: "kgate"}}
+	for _, n := range []int{1, 3} {
+		var batches []*Batch
+		for i := range n {
+			b := benchBatch(40, 1)
+			b.BaseSequence = int32(40 * i)
+			batches = append(batches, b)
+		}
+		runs, _ := mergeRuns(batches)
+		if len(runs) != 1 {
+			t.Fatalf("%d batches made %d runs", n, len(runs))
+		}
+		t.Run(fmt.Sprintf("batches=%d", n), func(t *testing.T) { checkArgSlabs(t, s, runs[0]) })
+	}
+}
+
 // checkArgSlabs builds b's arguments both ways and fails t if a slab grew.
 func checkArgSlabs(t *testing.T, s *Store, b *Batch) {
 	t.Helper()

@@ -17,31 +17,45 @@ import (
 //
 //	MULTI
 //	XADD <stream> 0-* ts <ts> [key <k>] [value <v>] [h:<name> <v>]...   (one per record)
-//	EVAL finishScript ...   (idempotence check, high watermark, time index, producer state)
+//	FCALL <finish function> ...   (idempotence check, high watermark, time index, producer state)
 //	EXEC
 //
 // XADD 0-* takes the next sequence number after the stream's last ID, so offset n stays entry 0-(n+1).
-// finishScript decides after the fact: when the batch is a duplicate or out of sequence it deletes the
-// entries just added and restores the stream's last ID and entries-added counter (XSETID), so the
-// records leave no trace (only the stream's max-deleted-entry-id mark moves). Nothing outside the MULTI block ever sees the entries it removes. EVAL
-// (not EVALSHA) is used on purpose: a NOSCRIPT after the XADDs (a failed-over replica without the
-// script cache) would store records without moving the high watermark.
+// finishScript (run as a Redis function, or with EVAL when the library cannot be loaded: functions.go)
+// decides after the fact: when the batch is a duplicate or out of sequence it deletes the entries just
+// added and restores the stream's last ID and entries-added counter (XSETID), so the records leave no
+// trace (only the stream's max-deleted-entry-id mark moves). Nothing outside the MULTI block ever sees
+// the entries it removes. EVALSHA is not used: a NOSCRIPT after the XADDs (a failed-over replica
+// without the script cache) would store records without moving the high watermark, and the script
+// cache is neither persisted nor replicated, while functions are.
+
+// errRunRefused is a run of batches (mergeRuns) that failed the idempotence check as a whole; its
+// batches are appended again one by one.
+var errRunRefused = errors.New("redisstore: run of batches refused")
 
 // ErrStreamConflict is returned when a partition stream's entries do not match kgate's bookkeeping
 // (something other than kgate wrote to it); the batch is not stored.
 var ErrStreamConflict = errors.New("redisstore: partition stream was written outside kgate")
 
-// finishScript completes a batch whose n XADDs ran just before it in the same MULTI.
+// finishScript completes a batch whose n XADDs ran just before it in the same MULTI. The batch may be a
+// run of m consecutive batches of one producer epoch with contiguous sequences (mergeRuns): they are
+// checked as one (the first against the producer's state) and recorded as m batches, so a retry of any
+// of them is still recognised; a run that fails the check is undone and reported as {-1, -3}, and its
+// batches are then appended one by one for their exact answers.
 // KEYS: stream, meta, tindex, producers. ARGV: producer id (-1: none), epoch, base sequence, n, k, then
-// k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate).
-// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict}.
+// k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate), then m and
+// the m batch sizes.
+// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
+// | -3 run refused}.
 var finishScript = batchLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local nxt, start, maxts = readMeta(meta)
+local k = tonumber(ARGV[5])
+local m = tonumber(ARGV[6 + 2 * k])
+local nxt, start, maxts, st = readMeta(meta, pid)
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then return {-1, -2} end
-local refused, kept, last = checkProducer(prods, pid, epoch, seq, n, start)
+local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)
 if refused then
   -- Undo the XADDs that ran before this script in the same MULTI.
   local info = redis.call('XINFO', 'STREAM', stream)
@@ -58,9 +72,17 @@ if refused then
   -- XSETID cannot lower the stream's max-deleted-entry-id (0-0 means "unchanged"), so XINFO GROUPS may
   -- report a null lag until appends pass the deleted IDs again.
   redis.call('XSETID', stream, string.format('0-%d', nxt), 'ENTRIESADDED', added - n)
+  if m > 1 then return {-1, -3} end
   return refused
 end
-finishBatch(meta, tindex, prods, pid, epoch, seq, n, last, kept, nxt, maxts, tonumber(ARGV[5]), 6)
+local subs, s, o = {}, seq, nxt
+for i = 1, m do
+  local c = tonumber(ARGV[6 + 2 * k + i])
+  last = (s + c - 1) % 2147483648
+  table.insert(subs, 1, string.format('%d:%d:%d', s, last, o))
+  s, o = (last + 1) % 2147483648, o + c
+end
+finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, maxts, k, 6)
 return {nxt, start, 0}
 `
 
@@ -75,7 +97,8 @@ var (
 	cmdEXEC  = "EXEC"
 )
 
-// multiArgs builds one batch's commands: an XADD argument list per record and the EVAL arguments.
+// multiArgs builds one batch's commands: an XADD argument list per record and the FCALL (or EVAL)
+// arguments.
 // Every argument is a pointer into slabs sized up front.
 func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	nstrs, nints, nargs := 0, 4+1, 0
@@ -87,8 +110,9 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		nints++
 		nargs += 5 + 2*fc
 	}
-	nints += 2 * cands
-	nargs += 3 + len(keys) + 5 + 2*cands // EVAL script numkeys, keys, pid epoch seq n k, candidates
+	subs := max(len(b.runOf), 1)
+	nints += 2*cands + 1 + subs
+	nargs += 3 + len(keys) + 5 + 2*cands + 1 + subs // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes
 	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs)}
 	xadds = make([][]any, len(b.Records))
 	a.strs = append(a.strs, keys...)
@@ -105,8 +129,13 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		xadds[i] = a.args[from:len(a.args):len(a.args)]
 	}
 	from := len(a.args)
-	a.addConst(&cmdEVAL)
-	a.addConst(&finishScript)
+	if s.noFunctions.Load() {
+		a.addConst(&cmdEVAL)
+		a.addConst(&finishScript)
+	} else {
+		a.addConst(&cmdFCALL)
+		a.addConst(&finishFunction)
+	}
 	a.args = append(a.args, &numKeys)
 	for i := range keys {
 		a.args = append(a.args, &a.strs[i])
@@ -117,6 +146,13 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	a.addInt(int64(len(b.Records)))
 	a.addInt(int64(cands))
 	a.addTimeCandidates(b)
+	a.addInt(int64(subs))
+	if b.runOf == nil {
+		a.addInt(int64(len(b.Records)))
+	}
+	for _, sub := range b.runOf {
+		a.addInt(int64(len(sub.Records)))
+	}
 	return xadds, a.args[from:]
 }
 
@@ -132,6 +168,101 @@ const (
 	appendSplitMin = 128
 	appendSplitMax = 4
 )
+
+// appendRuns is Append on Redis 7+: batches of one partition that can be checked and stored as one
+// (mergeRuns) are, and each master's share is written by appendMultiSplit.
+func (s *Store) appendRuns(ctx context.Context, batches []*Batch, out []AppendResult) {
+	runs, at := mergeRuns(batches)
+	res := make([]AppendResult, len(runs))
+	s.appendByNode(ctx, runs, res)
+	var again []int // batches of refused runs
+	for i := range batches {
+		r := res[at[i].run]
+		switch {
+		case errors.Is(r.Err, errRunRefused):
+			again = append(again, i)
+			continue
+		case r.Err == nil:
+			r.BaseOffset += at[i].skip
+		}
+		out[i] = r
+	}
+	if again == nil {
+		return
+	}
+	// A refused run (one of its batches retried, most likely) left no trace: its batches are appended
+	// again one by one, in order, for their own answers.
+	single := make([]*Batch, len(again))
+	for j, i := range again {
+		single[j] = batches[i]
+	}
+	res = make([]AppendResult, len(single))
+	s.appendByNode(ctx, single, res)
+	for j, i := range again {
+		out[i] = res[j]
+	}
+}
+
+// appendByNode writes batches (runs or single batches, never both for one partition) to their masters.
+func (s *Store) appendByNode(ctx context.Context, batches []*Batch, out []AppendResult) {
+	eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
+		s.appendMultiSplit(ctx, g.node, sub, res)
+	})
+}
+
+// runAt locates a batch in the output of mergeRuns: the run it went into and the number of records
+// ahead of it there.
+type runAt struct {
+	run  int
+	skip int64
+}
+
+// mergeRuns merges each partition's batches that follow each other in batches (continues) into one
+// batch (a run, with
+// runOf set), so a request that carries several of one partition's batches (a connection's queued
+// produce requests, appended together) pays the finish step once per partition. Other batches are
+// returned as they are. Runs keep the order of their first batch.
+func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
+	at := make([]runAt, len(batches))
+	out := make([]*Batch, 0, len(batches))
+	open := make(map[partID]int, len(batches)) // partition -> index in out of its last batch or run
+	for i, b := range batches {
+		id := partID{b.Topic, b.Partition}
+		j, seen := open[id]
+		if seen && continues(out[j], b) {
+			r := out[j]
+			if r.runOf == nil {
+				first := r
+				r = &Batch{Topic: first.Topic, Partition: first.Partition, ProducerID: first.ProducerID,
+					ProducerEpoch: first.ProducerEpoch, BaseSequence: first.BaseSequence,
+					LogAppendTime: first.LogAppendTime, runOf: []*Batch{first}}
+				r.Records = append(make([]Record, 0, len(first.Records)+len(b.Records)), first.Records...)
+				out[j] = r
+			}
+			at[i] = runAt{run: j, skip: int64(len(r.Records))}
+			r.Records = append(r.Records, b.Records...)
+			r.runOf = append(r.runOf, b)
+			continue
+		}
+		open[id] = len(out)
+		at[i] = runAt{run: len(out)}
+		out = append(out, b)
+	}
+	return out, at
+}
+
+// continues reports whether b can join the batch or run r of its partition: both not idempotent, or
+// of one producer epoch with b's first sequence right after r's last; and the same log append time.
+func continues(r, b *Batch) bool {
+	switch {
+	case b.ProducerID != r.ProducerID || b.LogAppendTime != r.LogAppendTime:
+		return false
+	case r.ProducerID < 0:
+		return true
+	}
+	next := int64(r.BaseSequence) + int64(len(r.Records))
+	return b.ProducerEpoch == r.ProducerEpoch && int64(b.BaseSequence) == next%(1<<31)
+}
 
 // appendMultiSplit is appendMulti, with the batches of a large request for several partitions split
 // into up to appendSplitMax pipelines on as many pooled connections of c (a client, never one pinned
@@ -207,6 +338,20 @@ type partID struct {
 // appendMulti writes batches as MULTI blocks in one pipeline on c, which must reach the master of every
 // batch's partition (a standalone client, a node client of a cluster, or a pinned connection).
 func (s *Store) appendMulti(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
+	s.appendMultiOnce(ctx, c, batches, out)
+	var failed []int
+	for i := range out {
+		if isFunctionMissing(out[i].Err) {
+			failed = append(failed, i)
+		}
+	}
+	if len(failed) > 0 {
+		s.repairMissingFunction(ctx, c, batches, out, failed)
+	}
+}
+
+// appendMultiOnce is appendMulti without the repair of a missing function library.
+func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
 	pipe := c.Pipeline()
 	execs := make([]*redis.Cmd, len(batches))
 	for i, b := range batches {
@@ -251,6 +396,8 @@ func execResult(e *redis.Cmd, n int) AppendResult {
 			return AppendResult{Err: ErrInvalidEpoch}
 		case -2:
 			return AppendResult{Err: ErrStreamConflict}
+		case -3:
+			return AppendResult{Err: errRunRefused}
 		default:
 			return AppendResult{Err: ErrOutOfOrderSequence}
 		}

@@ -38,6 +38,9 @@ type Batch struct {
 	BaseSequence  int32
 	// LogAppendTime, when non-zero, replaces every record's timestamp (message.timestamp.type=LogAppendTime).
 	LogAppendTime int64
+
+	// runOf, set only on a run that mergeRuns built, holds the batches it is made of, in order.
+	runOf []*Batch
 }
 
 // AppendResult is the outcome of one Batch.
@@ -231,9 +234,7 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	case s.opts.WaitReplicas > 0 || s.opts.WaitAOF:
 		s.appendDurable(ctx, batches, out)
 	case s.autoSeq:
-		eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
-			s.appendMultiSplit(ctx, g.node, sub, res)
-		})
+		s.appendRuns(ctx, batches, out)
 	default:
 		s.appendOn(ctx, s.rdb, batches, out)
 	}

@@ -325,6 +325,50 @@ func TestIdempotentLastFiveBatches(t *testing.T) {
 	})
 }
 
+// A producer's state kept by an older kgate in the producers hash is still honoured (duplicates and
+// sequence), and moves into the meta hash with the producer's next batch.
+func TestIdempotentStateFromProducersHash(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "legacy", 1)
+		const pid = 77
+		meta, prods, field := s.keys.meta("legacy", 0), s.keys.producers("legacy", 0), "p:77"
+		first := mustAppend(t, s, idem("legacy", pid, 2, 0, 3))
+		state, err := s.Client().HGet(ctx, meta, field).Result()
+		if err != nil {
+			t.Fatalf("producer state not in the meta hash: %v", err)
+		}
+		// The layout of an older kgate: the state in the producers hash, none in meta.
+		if err := s.Client().HDel(ctx, meta, field).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().HSet(ctx, prods, "77", state).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if res := mustAppend(t, s, idem("legacy", pid, 2, 0, 3)); !res.Duplicate || res.BaseOffset != first.BaseOffset {
+			t.Fatalf("retry of the batch the producers hash records: %+v, want duplicate at %d", res, first.BaseOffset)
+		}
+		if res := s.Append(ctx, []*Batch{idem("legacy", pid, 2, 5, 1)})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+			t.Fatalf("gap after the legacy state: %+v, want ErrOutOfOrderSequence", res)
+		}
+		if res := mustAppend(t, s, idem("legacy", pid, 2, 3, 2)); res.Duplicate || res.BaseOffset != 3 {
+			t.Fatalf("next batch: %+v, want base 3", res)
+		}
+		if n, _ := s.Client().HExists(ctx, prods, "77").Result(); n {
+			t.Error("the producers hash still holds the state after the producer's next batch")
+		}
+		if _, err := s.Client().HGet(ctx, meta, field).Result(); err != nil {
+			t.Errorf("producer state not moved into the meta hash: %v", err)
+		}
+		// Both batches are still recognised: the moved state kept the older one.
+		for _, b := range []struct{ seq, base int64 }{{0, 0}, {3, 3}} {
+			if res := mustAppend(t, s, idem("legacy", pid, 2, int32(b.seq), int(3-b.seq/3))); !res.Duplicate || res.BaseOffset != b.base {
+				t.Errorf("retry of seq %d: %+v, want duplicate at %d", b.seq, res, b.base)
+			}
+		}
+	})
+}
+
 func TestIdempotentSequenceWrap(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()

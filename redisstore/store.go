@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -53,6 +54,9 @@ type Store struct {
 	embedded *miniredis.Miniredis
 	// autoSeq: the server takes XADD <ms>-* (Redis 7+), so appends name only the first entry's ID.
 	autoSeq bool
+	// noFunctions: the finish step runs as EVAL, because the function library could not be loaded
+	// (functions.go).
+	noFunctions atomic.Bool
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
@@ -97,6 +101,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			major, _, _ := strings.Cut(info.Version, ".")
 			if v, err := strconv.Atoi(major); err == nil && v >= 7 {
 				s.autoSeq = true
+				s.noFunctions.Store(!s.loadFunctions(pctx))
 			}
 		}
 	}

@@ -1,0 +1,176 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// forEachMaster runs fn on every master behind s (concurrently on a cluster).
+func forEachMaster(t *testing.T, s *Store, fn func(ctx context.Context, c *redis.Client) error) {
+	t.Helper()
+	var err error
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(t.Context(), fn)
+	case *redis.Client:
+		err = fn(t.Context(), c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commandStats returns calls and failed_calls of cmd (lower case) summed over the masters behind s.
+func commandStats(t *testing.T, s *Store, cmd string) (calls, failed int64) {
+	t.Helper()
+	var mu sync.Mutex
+	forEachMaster(t, s, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, line := range strings.Split(info, "\r\n") {
+			rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":")
+			if !ok {
+				continue
+			}
+			for _, kv := range strings.Split(rest, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "calls":
+					calls += n
+				case "failed_calls":
+					failed += n
+				}
+			}
+		}
+		return nil
+	})
+	return calls, failed
+}
+
+// idempotentBatch is the next batch of n records of producer 42 on partition p.
+func idempotentBatch(topic string, p int32, seq *int32, n int) *Batch {
+	b := &Batch{Topic: topic, Partition: p, ProducerID: 42, BaseSequence: *seq, Records: plain("v", n)}
+	*seq += int32(n)
+	return b
+}
+
+// checkDense fails t unless the partition's stream holds exactly offsets 0..want-1 as entries
+// 0-1..0-want and its high watermark is want.
+func checkDense(t *testing.T, s *Store, topic string, p int32, want int64) {
+	t.Helper()
+	ents, err := s.rdb.XRange(t.Context(), s.keys.stream(topic, p), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(ents)) != want {
+		t.Fatalf("partition %d: %d stream entries, want %d", p, len(ents), want)
+	}
+	for i, e := range ents {
+		if id := "0-" + strconv.Itoa(i+1); e.ID != id {
+			t.Fatalf("partition %d: entry %d has ID %s, want %s", p, i, e.ID, id)
+		}
+	}
+	next, err := s.rdb.HGet(t.Context(), s.keys.meta(topic, p), "next").Int64()
+	if err != nil || next != want {
+		t.Fatalf("partition %d: high watermark %d (%v), want %d", p, next, err, want)
+	}
+}
+
+// The finish step of an append runs as a Redis function, not as EVAL with the script's text.
+func TestAppendFinishesWithFunction(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		if !s.autoSeq || s.noFunctions.Load() {
+			t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq, s.noFunctions.Load())
+		}
+		topic := mustCreateTopic(t, s, "fn", 4).Name
+		var seq [4]int32
+		var batches []*Batch
+		for p := range int32(4) {
+			batches = append(batches, idempotentBatch(topic, p, &seq[p], 10))
+		}
+		calls0, _ := commandStats(t, s, "fcall")
+		for i, r := range s.Append(t.Context(), batches) {
+			if r.Err != nil || r.BaseOffset != 0 {
+				t.Fatalf("batch %d: %+v", i, r)
+			}
+		}
+		if calls, _ := commandStats(t, s, "fcall"); calls < calls0+4 {
+			t.Fatalf("FCALL calls went from %d to %d for 4 batches", calls0, calls)
+		}
+	})
+}
+
+// A master that lost the library (FUNCTION FLUSH; a new cluster node) gets it back, and the batches
+// whose FCALL failed after their XADDs are stored once, densely, with nothing left past the high
+// watermark. Not parallel: it flushes the functions of the servers every test shares.
+func TestAppendRepairsMissingFunction(t *testing.T) {
+	for _, backend := range []string{"standalone", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			s := openStore(t, backendOptions(t, backend))
+			const parts = 6
+			topic := mustCreateTopic(t, s, "repair", parts).Name
+			var seq [parts]int32
+			appendAll := func(n int) {
+				t.Helper()
+				var batches []*Batch
+				for p := range int32(parts) {
+					batches = append(batches, idempotentBatch(topic, p, &seq[p], n))
+				}
+				for i, r := range s.Append(t.Context(), batches) {
+					if r.Err != nil {
+						t.Fatalf("batch %d: %v", i, r.Err)
+					}
+				}
+			}
+			appendAll(5)
+			forEachMaster(t, s, func(ctx context.Context, c *redis.Client) error { return c.FunctionFlush(ctx).Err() })
+			_, failed0 := commandStats(t, s, "fcall")
+			appendAll(7)
+			if _, failed := commandStats(t, s, "fcall"); failed == failed0 {
+				t.Fatal("no FCALL failed after FUNCTION FLUSH: the repair was not exercised")
+			}
+			appendAll(3)
+			for p := range int32(parts) {
+				checkDense(t, s, topic, p, 15)
+			}
+			if s.noFunctions.Load() {
+				t.Fatal("the store fell back to EVAL although the library could be loaded again")
+			}
+			// Masters the appends did not reach get the library back here, for the tests that follow.
+			if !s.loadFunctions(t.Context()) {
+				t.Fatal("loading the library again failed")
+			}
+		})
+	}
+}
+
+// When the library cannot be used, the finish step runs as EVAL.
+func TestAppendFinishesWithEvalWithoutFunctions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		s.noFunctions.Store(true)
+		topic := mustCreateTopic(t, s, "eval", 2).Name
+		var seq [2]int32
+		evals0, _ := commandStats(t, s, "eval")
+		for i := range 3 {
+			b := idempotentBatch(topic, int32(i%2), &seq[i%2], 4)
+			if r := s.Append(t.Context(), []*Batch{b}); r[0].Err != nil {
+				t.Fatal(r[0].Err)
+			}
+		}
+		if evals, _ := commandStats(t, s, "eval"); evals < evals0+3 {
+			t.Fatalf("EVAL calls went from %d to %d for 3 batches", evals0, evals)
+		}
+		checkDense(t, s, topic, 0, 8)
+		checkDense(t, s, topic, 1, 4)
+	})
+}
