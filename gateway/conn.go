@@ -118,9 +118,13 @@ func (c *conn) readLoop(ctx context.Context) error {
 // Requests are still answered one at a time and in order, as on Apache Kafka: responses are written in
 // the order the requests came, and any other request waits until the produces before it are answered.
 
-// maxQueuedProduces bounds the produce requests a connection reads ahead of the one being appended
-// (Kafka producers keep at most five in flight by default).
-const maxQueuedProduces = 8
+// maxQueuedProduces and maxQueuedBytes bound the produce requests a connection reads ahead of the
+// ones being appended (Kafka producers keep at most five in flight by default); one request is always
+// let in, however large, as when requests are read one at a time.
+const (
+	maxQueuedProduces = 8
+	maxQueuedBytes    = 32 << 20
+)
 
 // appendQueue is a connection's produce requests waiting to be appended, and the state of the
 // goroutine that appends them (runAppends, running while anything is queued or being appended).
@@ -128,11 +132,13 @@ type appendQueue struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // created on first use; signalled when jobs are taken or the goroutine stops
 	jobs    []*queuedProduce
+	bytes   int // frame bytes of jobs
 	running bool
 	err     error // the failure that ended the connection
 }
 
 type queuedProduce struct {
+	size    int // of the request frame
 	hdr     protocol.RequestHeader
 	start   time.Time
 	job     *produceJob
@@ -145,7 +151,7 @@ func (c *conn) handleFrame(ctx context.Context, frame []byte, release func()) er
 	start := time.Now()
 	hdr, a, req, err := c.decode(frame)
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
-		return c.enqueueProduce(ctx, &queuedProduce{hdr: hdr, start: start, job: c.prepareProduce(ctx, pr), release: release})
+		return c.enqueueProduce(ctx, &queuedProduce{size: len(frame), hdr: hdr, start: start, job: c.prepareProduce(ctx, pr), release: release})
 	}
 	defer release()
 	if aerr := c.awaitAppends(); aerr != nil {
@@ -161,8 +167,8 @@ func (c *conn) handleFrame(ctx context.Context, frame []byte, release func()) er
 	return c.answer(hdr, start, resp, err)
 }
 
-// enqueueProduce queues p for the appending goroutine, starting it if needed; it waits while
-// maxQueuedProduces are queued.
+// enqueueProduce queues p for the appending goroutine, starting it if needed; it waits while the
+// queue is full (maxQueuedProduces, maxQueuedBytes).
 func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
 	q := &c.appends
 	q.mu.Lock()
@@ -170,7 +176,7 @@ func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
 	if q.cond == nil {
 		q.cond = sync.NewCond(&q.mu)
 	}
-	for q.err == nil && len(q.jobs) >= maxQueuedProduces {
+	for q.err == nil && len(q.jobs) > 0 && (len(q.jobs) >= maxQueuedProduces || q.bytes+p.size > maxQueuedBytes) {
 		q.cond.Wait()
 	}
 	if q.err != nil {
@@ -178,6 +184,7 @@ func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
 		return q.err
 	}
 	q.jobs = append(q.jobs, p)
+	q.bytes += p.size
 	if !q.running {
 		q.running = true
 		go c.runAppends(ctx)
@@ -204,7 +211,7 @@ func (c *conn) runAppends(ctx context.Context) {
 	for {
 		q.mu.Lock()
 		jobs := q.jobs
-		q.jobs = nil
+		q.jobs, q.bytes = nil, 0
 		if len(jobs) == 0 || q.err != nil {
 			q.running = false
 			q.cond.Broadcast()

@@ -284,3 +284,35 @@ func produceQueued(t *testing.T, b backend, paused bool) {
 		t.Fatalf("finish steps per partition %v, want 2-3 on partition 0 and 1 on partition 1 (queued requests appended together)", finishes)
 	}
 }
+
+// TestProduceQueueBounded: more produce requests in flight than a connection queues (eight) are all
+// answered, in order, with dense offsets: the read loop waits for room instead of failing or reading on.
+func TestProduceQueueBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "bounded")
+		c := dialRaw(t, g.Addr)
+		pid, _ := initProducerID(t, c, -1, -1)
+		const n = 20
+		var frames []byte
+		first := c.corr + 1
+		for i := range n {
+			r := produceReq("bounded", 0, -1, rawBatch(t, pid, 0, int32(2*i), time.Now().UnixMilli(), "a", "b"))
+			r.SetVersion(9)
+			c.corr++
+			frames = appendRequest(frames, c.corr, r)
+		}
+		c.write(frames)
+		for i := range n {
+			resp := kmsg.NewPtrProduceResponse()
+			resp.SetVersion(9)
+			if got := c.read(resp); got != first+int32(i) {
+				t.Fatalf("response %d: correlation id %d, want %d", i, got, first+int32(i))
+			}
+			if sp := producePart(t, resp); sp.ErrorCode != 0 || sp.BaseOffset != int64(2*i) {
+				t.Fatalf("response %d: error %d base offset %d, want 0 and %d", i, sp.ErrorCode, sp.BaseOffset, 2*i)
+			}
+		}
+	})
+}
