@@ -118,9 +118,9 @@ func (c *conn) readLoop(ctx context.Context) error {
 // Requests are still answered one at a time and in order, as on Apache Kafka: responses are written in
 // the order the requests came, and any other request waits until the produces before it are answered.
 
-// maxQueuedProduces and maxQueuedBytes bound the produce requests a connection reads ahead of the
-// ones being appended (Kafka producers keep at most five in flight by default); one request is always
-// let in, however large, as when requests are read one at a time.
+// maxQueuedProduces and maxQueuedBytes bound the produce requests a connection holds, queued or being
+// appended (Kafka producers keep at most five in flight by default); one request is always let in,
+// however large, as when requests are read one at a time.
 const (
 	maxQueuedProduces = 8
 	maxQueuedBytes    = 32 << 20
@@ -132,7 +132,8 @@ type appendQueue struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // created on first use; signalled when jobs are taken or the goroutine stops
 	jobs    []*queuedProduce
-	bytes   int // frame bytes of jobs
+	held    int // requests queued or being appended
+	bytes   int // their frame bytes
 	running bool
 	err     error // the failure that ended the connection
 }
@@ -176,7 +177,7 @@ func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
 	if q.cond == nil {
 		q.cond = sync.NewCond(&q.mu)
 	}
-	for q.err == nil && len(q.jobs) > 0 && (len(q.jobs) >= maxQueuedProduces || q.bytes+p.size > maxQueuedBytes) {
+	for q.err == nil && q.held > 0 && (q.held >= maxQueuedProduces || q.bytes+p.size > maxQueuedBytes) {
 		q.cond.Wait()
 	}
 	if q.err != nil {
@@ -184,6 +185,7 @@ func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
 		return q.err
 	}
 	q.jobs = append(q.jobs, p)
+	q.held++
 	q.bytes += p.size
 	if !q.running {
 		q.running = true
@@ -211,9 +213,10 @@ func (c *conn) runAppends(ctx context.Context) {
 	for {
 		q.mu.Lock()
 		jobs := q.jobs
-		q.jobs, q.bytes = nil, 0
+		q.jobs = nil
 		if len(jobs) == 0 || q.err != nil {
 			q.running = false
+			q.held, q.bytes = 0, 0
 			q.cond.Broadcast()
 			q.mu.Unlock()
 			for _, p := range jobs {
@@ -221,14 +224,21 @@ func (c *conn) runAppends(ctx context.Context) {
 			}
 			return
 		}
+		q.mu.Unlock()
+		err := c.appendQueued(ctx, jobs)
+		if err != nil {
+			c.nc.Close() // ends the read loop's wait for the next request
+		}
+		q.mu.Lock()
+		if err != nil {
+			q.err = err
+		}
+		for _, p := range jobs {
+			q.held--
+			q.bytes -= p.size
+		}
 		q.cond.Broadcast()
 		q.mu.Unlock()
-		if err := c.appendQueued(ctx, jobs); err != nil {
-			c.nc.Close() // ends the read loop's wait for the next request
-			q.mu.Lock()
-			q.err = err
-			q.mu.Unlock()
-		}
 	}
 }
 

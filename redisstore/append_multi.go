@@ -217,19 +217,28 @@ type runAt struct {
 	skip int64
 }
 
-// mergeRuns merges each partition's batches that follow each other in batches (continues) into one
-// batch (a run, with
-// runOf set), so a request that carries several of one partition's batches (a connection's queued
-// produce requests, appended together) pays the finish step once per partition. Other batches are
-// returned as they are. Runs keep the order of their first batch.
+// mergeRuns merges a partition's batches into one batch (a run, with runOf set) when each of them
+// continues the one before, so a request that carries several of one partition's batches (a
+// connection's queued produce requests, appended together) pays the finish step once per partition.
+// Other batches are returned as they are, in order.
 func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
+	// A partition's batches are merged only when every one of them continues the one before: were a
+	// run followed by a batch that cannot join it, and the run refused, the later batch would be
+	// checked before the run's batches are appended again.
+	chained := make(map[partID]bool, len(batches))
+	prev := make(map[partID]*Batch, len(batches))
+	for _, b := range batches {
+		id := partID{b.Topic, b.Partition}
+		p, seen := prev[id]
+		chained[id] = !seen || chained[id] && continues(p, b)
+		prev[id] = b
+	}
 	at := make([]runAt, len(batches))
 	out := make([]*Batch, 0, len(batches))
-	open := make(map[partID]int, len(batches)) // partition -> index in out of its last batch or run
+	open := make(map[partID]int, len(batches)) // partition -> index in out of its batch or run
 	for i, b := range batches {
 		id := partID{b.Topic, b.Partition}
-		j, seen := open[id]
-		if seen && continues(out[j], b) {
+		if j, seen := open[id]; seen && chained[id] {
 			r := out[j]
 			if r.runOf == nil {
 				first := r

@@ -114,7 +114,18 @@ func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches 
 	}
 	res := make([]AppendResult, len(retry))
 	s.appendMultiOnce(ctx, c, retry, res)
+	var still []*Batch // the library went missing again (a failover in between): clean up, and fail
 	for k, i := range retried {
 		out[i] = res[k]
+		if isFunctionMissing(res[k].Err) {
+			still = append(still, batches[i])
+		}
+	}
+	if len(still) > 0 {
+		pipe := c.Pipeline()
+		for _, b := range still {
+			repairScript.Eval(ctx, pipe, []string{s.keys.stream(b.Topic, b.Partition), s.keys.meta(b.Topic, b.Partition)})
+		}
+		_, _ = pipe.Exec(ctx)
 	}
 }

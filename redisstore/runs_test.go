@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -9,59 +10,59 @@ func TestMergeRuns(t *testing.T) {
 	b := func(p int32, pid int64, epoch int16, seq int32, n int) *Batch {
 		return &Batch{Topic: "t", Partition: p, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Records: make([]Record, n)}
 	}
-	wrap := b(0, 5, 0, 2147483647-2, 3) // ends at the largest sequence; the next starts at 0
+	appended := b(6, 5, 1, 3, 1)
+	appended.LogAppendTime = 9
 	in := []*Batch{
-		b(0, 5, 1, 0, 3), b(1, 5, 1, 0, 2),
-		b(0, 5, 1, 3, 4),                     // continues partition 0
-		b(1, 5, 1, 3, 1),                     // gap on partition 1: a new batch
-		b(1, 5, 1, 4, 2),                     // continues the one above
-		b(0, 5, 2, 7, 1),                     // another epoch
-		b(2, -1, 0, 0, 2), b(2, -1, 0, 0, 3), // not idempotent: merged
-		b(3, 5, 1, 0, 1), b(3, 6, 1, 1, 1), // another producer
-		wrap, b(0, 5, 0, 0, 2),
+		b(0, 5, 1, 0, 3), b(1, 5, 1, 0, 2), b(2, -1, 0, 0, 2),
+		b(0, 5, 1, 3, 4), // partition 0: contiguous, one run
+		b(1, 5, 1, 3, 1), // partition 1: a gap, so no run at all on it
+		b(1, 5, 1, 4, 2),
+		b(2, -1, 0, 0, 3),                  // partition 2: not idempotent, one run
+		b(3, 5, 1, 0, 1), b(3, 6, 1, 1, 1), // partition 3: another producer
+		b(4, 5, 1, 0, 1), b(4, 5, 2, 0, 1), // partition 4: another epoch
+		b(5, 5, 0, 2147483647-2, 3), b(5, 5, 0, 0, 2), // partition 5: wraps to sequence 0, one run
+		b(6, 5, 1, 0, 3), appended, // partition 6: another log append time
+		b(0, 5, 1, 7, 2), // partition 0 again, still contiguous
+	}
+	want := map[int32][][]int{
+		0: {{3, 4, 2}}, 1: {{2}, {1}, {2}}, 2: {{2, 3}}, 3: {{1}, {1}}, 4: {{1}, {1}}, 5: {{3, 2}}, 6: {{3}, {1}},
 	}
 	runs, at := mergeRuns(in)
-	sizes := func(r *Batch) []int {
+	got := map[int32][][]int{}
+	for _, r := range runs {
+		var sizes []int
 		if r.runOf == nil {
-			return []int{len(r.Records)}
-		}
-		var out []int
-		for _, sub := range r.runOf {
-			out = append(out, len(sub.Records))
-		}
-		return out
-	}
-	want := [][]int{{3, 4}, {2}, {1, 2}, {1}, {2, 3}, {1}, {1}, {3, 2}}
-	if len(runs) != len(want) {
-		t.Fatalf("%d runs, want %d", len(runs), len(want))
-	}
-	for i, r := range runs {
-		got := sizes(r)
-		if len(got) != len(want[i]) {
-			t.Fatalf("run %d: batches of %v records, want %v", i, got, want[i])
+			sizes = []int{len(r.Records)}
 		}
 		total := 0
-		for j := range got {
-			if got[j] != want[i][j] {
-				t.Fatalf("run %d: batches of %v records, want %v", i, got, want[i])
-			}
-			total += got[j]
+		for _, sub := range r.runOf {
+			sizes = append(sizes, len(sub.Records))
+			total += len(sub.Records)
 		}
-		if len(r.Records) != total {
-			t.Fatalf("run %d: %d records, want %d", i, len(r.Records), total)
+		if r.runOf != nil && len(r.Records) != total {
+			t.Fatalf("run on partition %d: %d records, want %d", r.Partition, len(r.Records), total)
 		}
+		got[r.Partition] = append(got[r.Partition], sizes)
 	}
-	wantAt := []runAt{{0, 0}, {1, 0}, {0, 3}, {2, 0}, {2, 1}, {3, 0}, {4, 0}, {4, 2}, {5, 0}, {6, 0}, {7, 0}, {7, 3}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("runs per partition %v, want %v", got, want)
+	}
+	// Each batch points into its run at the records before it.
 	for i, a := range at {
-		if a != wantAt[i] {
-			t.Fatalf("batch %d at %+v, want %+v", i, a, wantAt[i])
+		r := runs[a.run]
+		if r.Partition != in[i].Partition {
+			t.Fatalf("batch %d (partition %d) points at a run of partition %d", i, in[i].Partition, r.Partition)
 		}
-	}
-	// A different log append time ends a run.
-	x, y := b(0, -1, 0, 0, 1), b(0, -1, 0, 0, 1)
-	y.LogAppendTime = 9
-	if runs, _ := mergeRuns([]*Batch{x, y}); len(runs) != 2 {
-		t.Fatalf("batches with different log append times merged")
+		skip := int64(0)
+		for _, sub := range r.runOf {
+			if sub == in[i] {
+				break
+			}
+			skip += int64(len(sub.Records))
+		}
+		if a.skip != skip {
+			t.Fatalf("batch %d: skip %d, want %d", i, a.skip, skip)
+		}
 	}
 }
 
@@ -110,6 +111,15 @@ func TestAppendRuns(t *testing.T) {
 			t.Fatalf("retry then new batch: %+v", res)
 		}
 		checkDense(t, s, "runs", 2, 17)
+		// A retry, a new batch and one that could not join them (another log append time) keep their
+		// order: the last is not checked ahead of the other two.
+		next := &Batch{Topic: "runs", Partition: 2, ProducerID: 9, ProducerEpoch: 1, BaseSequence: 17, Records: plain("m", 1)}
+		last := &Batch{Topic: "runs", Partition: 2, ProducerID: 9, ProducerEpoch: 1, BaseSequence: 18, Records: plain("l", 1), LogAppendTime: 1_700_000_000_000}
+		res = s.Append(ctx, []*Batch{tail, next, last})
+		if !res[0].Duplicate || res[0].BaseOffset != 15 || res[1].Err != nil || res[1].BaseOffset != 17 || res[2].Err != nil || res[2].BaseOffset != 18 {
+			t.Fatalf("retry, new batch, batch of another log append time: %+v", res)
+		}
+		checkDense(t, s, "runs", 2, 19)
 		// A run out of sequence is refused batch by batch.
 		gap := []*Batch{
 			{Topic: "runs", Partition: 1, ProducerID: 9, ProducerEpoch: 1, BaseSequence: 30, Records: plain("g", 1)},
