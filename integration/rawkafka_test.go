@@ -40,22 +40,16 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 	return &rawConn{t: t, nc: nc}
 }
 
-// appendRequest frames req as a client does: int32 size, api key, version, correlation id, client id,
-// the empty tag section of request header v2 when req is flexible, then the body.
+// rawFormatter frames requests as a client does (size, request header, body).
+var rawFormatter = kmsg.NewRequestFormatter(kmsg.FormatterClientID(rawClientID))
+
+// appendRequest appends req's frame (its version set) with correlation id corr to dst. The formatter
+// writes the frame's size at the start of the slice it is given, so each frame is built on its own.
 func appendRequest(dst []byte, corr int32, req kmsg.Request) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(req.Key()))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(req.GetVersion()))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(rawClientID)))
-	dst = append(dst, rawClientID...)
-	if req.IsFlexible() {
-		dst = append(dst, 0)
+	if len(dst) == 0 {
+		return rawFormatter.AppendRequest(dst, req, corr)
 	}
-	dst = req.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
-	return dst
+	return append(dst, rawFormatter.AppendRequest(nil, req, corr)...)
 }
 
 // write sends raw bytes.

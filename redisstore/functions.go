@@ -34,8 +34,8 @@ var finishLibrary, finishFunction = func() (string, string) {
 
 var cmdFCALL = "FCALL"
 
-// loadFunctions loads finishLibrary on c (every master of a cluster) and reports whether appends may
-// call it.
+// loadFunctions loads finishLibrary on the store's Redis (every master of a cluster) and reports
+// whether appends may call it.
 func (s *Store) loadFunctions(ctx context.Context) bool {
 	load := func(ctx context.Context, c *redis.Client) error { return loadLibrary(ctx, c) }
 	switch c := s.rdb.(type) {

@@ -172,7 +172,7 @@ func (b *bench) replayKgate(ctx context.Context, topic string, size, parts, per 
 			}
 			seq += int32(per)
 			rc.corr++
-			frame = appendRequestFrame(frame[:0], rc.corr, req)
+			frame = requestFrame(frame, rc.corr, req)
 			if _, err := nc.Write(frame); err != nil {
 				firstErr.set(err)
 				return
@@ -224,28 +224,19 @@ type rawClient struct {
 	buf  []byte
 }
 
-// appendRequestFrame frames req as a client does (request header v1, or v2 for flexible versions).
-func appendRequestFrame(dst []byte, corr int32, req kmsg.Request) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(req.Key()))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(req.GetVersion()))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len("kgate-bench")))
-	dst = append(dst, "kgate-bench"...)
-	if req.IsFlexible() {
-		dst = append(dst, 0)
-	}
-	dst = req.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
-	return dst
+// benchFormatter frames requests as a client does (size, request header, body).
+var benchFormatter = kmsg.NewRequestFormatter(kmsg.FormatterClientID("kgate-bench"))
+
+// requestFrame frames req (its version set) with correlation id corr into buf's storage.
+func requestFrame(buf []byte, corr int32, req kmsg.Request) []byte {
+	return benchFormatter.AppendRequest(buf[:0], req, corr)
 }
 
 func (c *rawClient) roundTrip(req kmsg.Request, resp kmsg.Response) error {
 	c.corr++
 	_ = c.nc.SetDeadline(time.Now().Add(10 * time.Second))
 	defer c.nc.SetDeadline(time.Time{})
-	if _, err := c.nc.Write(appendRequestFrame(nil, c.corr, req)); err != nil {
+	if _, err := c.nc.Write(requestFrame(nil, c.corr, req)); err != nil {
 		return err
 	}
 	return c.read(resp)
