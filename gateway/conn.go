@@ -130,7 +130,7 @@ const (
 // goroutine that appends them (runAppends, running while anything is queued or being appended).
 type appendQueue struct {
 	mu      sync.Mutex
-	cond    *sync.Cond // created on first use; signalled when jobs are taken or the goroutine stops
+	cond    *sync.Cond // created on first use; signalled when a round is answered or the goroutine stops
 	jobs    []*queuedProduce
 	held    int // requests queued or being appended
 	bytes   int // their frame bytes
