@@ -231,21 +231,8 @@ func produceQueued(t *testing.T, b backend, paused bool) {
 		req(rawBatch(t, pid, 0, 8002, now, "c", "d"), rawBatch(t, pid, 0, 1, now, "y")),
 		req(rawBatch(t, pid, 0, 8004, now, "e", "f")),
 	}
-	var frames []byte
-	var corrs []int32
-	for _, r := range reqs {
-		c.corr++
-		corrs = append(corrs, c.corr)
-		frames = appendRequest(frames, c.corr, r)
-	}
-	c.write(frames)
 	want := [][]int64{{0}, {8000, 0}, {8002, 1}, {8004}}
-	for i, corr := range corrs {
-		resp := kmsg.NewPtrProduceResponse()
-		resp.SetVersion(9)
-		if got := c.read(resp); got != corr {
-			t.Fatalf("response %d: correlation id %d, want %d (responses out of order)", i, got, corr)
-		}
+	for i, resp := range produceAtOnce(c, reqs) {
 		sps := resp.Topics[0].Partitions
 		if len(sps) != len(want[i]) {
 			t.Fatalf("response %d: %d partitions, want %d", i, len(sps), len(want[i]))
@@ -294,25 +281,37 @@ func TestProduceQueueBounded(t *testing.T) {
 		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "bounded")
 		c := dialRaw(t, g.Addr)
 		pid, _ := initProducerID(t, c, -1, -1)
-		const n = 20
-		var frames []byte
-		first := c.corr + 1
-		for i := range n {
-			r := produceReq("bounded", 0, -1, rawBatch(t, pid, 0, int32(2*i), time.Now().UnixMilli(), "a", "b"))
-			r.SetVersion(9)
-			c.corr++
-			frames = appendRequest(frames, c.corr, r)
+		reqs := make([]*kmsg.ProduceRequest, 20)
+		for i := range reqs {
+			reqs[i] = produceReq("bounded", 0, -1, rawBatch(t, pid, 0, int32(2*i), time.Now().UnixMilli(), "a", "b"))
+			reqs[i].SetVersion(9)
 		}
-		c.write(frames)
-		for i := range n {
-			resp := kmsg.NewPtrProduceResponse()
-			resp.SetVersion(9)
-			if got := c.read(resp); got != first+int32(i) {
-				t.Fatalf("response %d: correlation id %d, want %d", i, got, first+int32(i))
-			}
+		for i, resp := range produceAtOnce(c, reqs) {
 			if sp := producePart(t, resp); sp.ErrorCode != 0 || sp.BaseOffset != int64(2*i) {
 				t.Fatalf("response %d: error %d base offset %d, want 0 and %d", i, sp.ErrorCode, sp.BaseOffset, 2*i)
 			}
 		}
 	})
+}
+
+// produceAtOnce writes reqs (their versions set) in one write, as a producer with them all in flight
+// does, and returns their responses, failing c's test unless they come back in request order.
+func produceAtOnce(c *rawConn, reqs []*kmsg.ProduceRequest) []*kmsg.ProduceResponse {
+	c.t.Helper()
+	var frames []byte
+	first := c.corr + 1
+	for _, r := range reqs {
+		c.corr++
+		frames = appendRequest(frames, c.corr, r)
+	}
+	c.write(frames)
+	out := make([]*kmsg.ProduceResponse, len(reqs))
+	for i, r := range reqs {
+		out[i] = kmsg.NewPtrProduceResponse()
+		out[i].SetVersion(r.GetVersion())
+		if got := c.read(out[i]); got != first+int32(i) {
+			c.t.Fatalf("response %d: correlation id %d, want %d (responses out of order)", i, got, first+int32(i))
+		}
+	}
+	return out
 }

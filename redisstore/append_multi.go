@@ -47,7 +47,7 @@ var ErrStreamConflict = errors.New("redisstore: partition stream was written out
 // the m batch sizes.
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
 // | -3 run refused}.
-var finishScript = batchLua + `
+var finishScript = batchLua + removePastLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
@@ -58,20 +58,7 @@ if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then return {-1, -2}
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)
 if refused then
   -- Undo the XADDs that ran before this script in the same MULTI.
-  local info = redis.call('XINFO', 'STREAM', stream)
-  local added = n
-  for i = 1, #info, 2 do
-    if info[i] == 'entries-added' then added = info[i + 1] end
-  end
-  local ids = {}
-  for r = 1, n do
-    ids[#ids + 1] = string.format('0-%d', nxt + r)
-    if #ids == 1000 then redis.call('XDEL', stream, unpack(ids)); ids = {} end
-  end
-  if #ids > 0 then redis.call('XDEL', stream, unpack(ids)) end
-  -- XSETID cannot lower the stream's max-deleted-entry-id (0-0 means "unchanged"), so XINFO GROUPS may
-  -- report a null lag until appends pass the deleted IDs again.
-  redis.call('XSETID', stream, string.format('0-%d', nxt), 'ENTRIESADDED', added - n)
+  removePast(stream, nxt)
   if m > 1 then return {-1, -3} end
   return refused
 end
@@ -225,37 +212,41 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 	// A partition's batches are merged only when every one of them continues the one before: were a
 	// run followed by a batch that cannot join it, and the run refused, the later batch would be
 	// checked before the run's batches are appended again.
-	chained := make(map[partID]bool, len(batches))
-	prev := make(map[partID]*Batch, len(batches))
+	type partState struct {
+		last    *Batch
+		chained bool
+		at      int // index in out of the partition's batch or run (second pass)
+	}
+	parts := make(map[partID]partState, len(batches))
 	for _, b := range batches {
 		id := partID{b.Topic, b.Partition}
-		p, seen := prev[id]
-		chained[id] = !seen || chained[id] && continues(p, b)
-		prev[id] = b
+		p, seen := parts[id]
+		parts[id] = partState{last: b, chained: !seen || p.chained && continues(p.last, b), at: -1}
 	}
 	at := make([]runAt, len(batches))
 	out := make([]*Batch, 0, len(batches))
-	open := make(map[partID]int, len(batches)) // partition -> index in out of its batch or run
 	for i, b := range batches {
 		id := partID{b.Topic, b.Partition}
-		if j, seen := open[id]; seen && chained[id] {
-			r := out[j]
-			if r.runOf == nil {
-				first := r
-				r = &Batch{Topic: first.Topic, Partition: first.Partition, ProducerID: first.ProducerID,
-					ProducerEpoch: first.ProducerEpoch, BaseSequence: first.BaseSequence,
-					LogAppendTime: first.LogAppendTime, runOf: []*Batch{first}}
-				r.Records = append(make([]Record, 0, len(first.Records)+len(b.Records)), first.Records...)
-				out[j] = r
-			}
-			at[i] = runAt{run: j, skip: int64(len(r.Records))}
-			r.Records = append(r.Records, b.Records...)
-			r.runOf = append(r.runOf, b)
+		p := parts[id]
+		if p.at < 0 || !p.chained {
+			p.at = len(out)
+			parts[id] = p
+			at[i] = runAt{run: len(out)}
+			out = append(out, b)
 			continue
 		}
-		open[id] = len(out)
-		at[i] = runAt{run: len(out)}
-		out = append(out, b)
+		r := out[p.at]
+		if r.runOf == nil {
+			first := r
+			r = &Batch{Topic: first.Topic, Partition: first.Partition, ProducerID: first.ProducerID,
+				ProducerEpoch: first.ProducerEpoch, BaseSequence: first.BaseSequence,
+				LogAppendTime: first.LogAppendTime, runOf: []*Batch{first}}
+			r.Records = append(make([]Record, 0, len(first.Records)+len(b.Records)), first.Records...)
+			out[p.at] = r
+		}
+		at[i] = runAt{run: p.at, skip: int64(len(r.Records))}
+		r.Records = append(r.Records, b.Records...)
+		r.runOf = append(r.runOf, b)
 	}
 	return out, at
 }

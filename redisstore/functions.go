@@ -37,19 +37,22 @@ var cmdFCALL = "FCALL"
 // loadFunctions loads finishLibrary on the store's Redis (every master of a cluster) and reports
 // whether appends may call it.
 func (s *Store) loadFunctions(ctx context.Context) bool {
-	load := func(ctx context.Context, c *redis.Client) error { return loadLibrary(ctx, c) }
 	switch c := s.rdb.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, load) == nil
+		return c.ForEachMaster(ctx, loadLibrary) == nil
 	case *redis.Client:
-		return load(ctx, c) == nil
+		return loadLibrary(ctx, c) == nil
 	}
 	return false
 }
 
-// loadLibrary loads finishLibrary through c; a library already loaded is no error.
-func loadLibrary(ctx context.Context, c redis.Cmdable) error {
-	err := c.FunctionLoad(ctx, finishLibrary).Err()
+// loadLibrary loads finishLibrary on c.
+func loadLibrary(ctx context.Context, c *redis.Client) error {
+	return libraryLoaded(c.FunctionLoad(ctx, finishLibrary).Err())
+}
+
+// libraryLoaded is the error of a FUNCTION LOAD of finishLibrary, but for a library already loaded.
+func libraryLoaded(err error) error {
 	if err != nil && strings.Contains(err.Error(), "already exists") {
 		return nil
 	}
@@ -61,40 +64,58 @@ func isFunctionMissing(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "Function not found")
 }
 
-// repairScript removes the entries past a partition's high watermark and sets the stream's last ID
-// back to it, as finishScript does for a refused batch. KEYS: stream, meta. Returns the number removed.
-// Only IDs 0-<n> are kgate's; others are left for the next append to report as a conflict.
-var repairScript = redis.NewScript(`
-local nxt = tonumber(redis.call('HGET', KEYS[2], 'next')) or 0
-local from, removed = string.format('0-%d', nxt + 1), 0
-while true do
-  local ents = redis.call('XRANGE', KEYS[1], from, '0-18446744073709551615', 'COUNT', 1000)
-  if #ents == 0 then break end
-  local ids = {}
-  for i, e in ipairs(ents) do ids[i] = e[1] end
-  removed = removed + redis.call('XDEL', KEYS[1], unpack(ids))
-end
-if removed > 0 then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  local added = 0
-  for i = 1, #info, 2 do
-    if info[i] == 'entries-added' then added = info[i + 1] end
+// removePastLua defines removePast(stream, nxt): it deletes a partition stream's entries past offset
+// nxt (IDs 0-(nxt+1) and up; IDs of another form are not kgate's, and are left for the next append to
+// report as a conflict) and sets the stream's last ID and entries-added counter back, so the entries
+// leave no trace but for the max-deleted-entry-id mark. XSETID cannot lower that mark (0-0 means
+// "unchanged"), so XINFO GROUPS may report a null lag until appends pass the deleted IDs again.
+// Returns the number of entries removed.
+const removePastLua = `
+local function removePast(stream, nxt)
+  local from, removed = string.format('0-%d', nxt + 1), 0
+  while true do
+    local ents = redis.call('XRANGE', stream, from, '0-18446744073709551615', 'COUNT', 1000)
+    if #ents == 0 then break end
+    local ids = {}
+    for i, e in ipairs(ents) do ids[i] = e[1] end
+    removed = removed + redis.call('XDEL', stream, unpack(ids))
   end
-  redis.call('XSETID', KEYS[1], string.format('0-%d', nxt), 'ENTRIESADDED', added - removed)
+  if removed > 0 then
+    local info = redis.call('XINFO', 'STREAM', stream)
+    local added = removed
+    for i = 1, #info, 2 do
+      if info[i] == 'entries-added' then added = info[i + 1] end
+    end
+    redis.call('XSETID', stream, string.format('0-%d', nxt), 'ENTRIESADDED', added - removed)
+  end
+  return removed
 end
-return removed
+`
+
+// repairScript removes the entries past a partition's high watermark (removePast). KEYS: stream, meta.
+var repairScript = redis.NewScript(removePastLua + `
+return removePast(KEYS[1], tonumber(redis.call('HGET', KEYS[2], 'next')) or 0)
 `)
+
+// queueRepairs queues repairScript for each of batches' partitions on pipe.
+func (s *Store) queueRepairs(ctx context.Context, pipe redis.Pipeliner, batches []*Batch) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(batches))
+	for i, b := range batches {
+		cmds[i] = repairScript.Eval(ctx, pipe, []string{s.keys.stream(b.Topic, b.Partition), s.keys.meta(b.Topic, b.Partition)})
+	}
+	return cmds
+}
 
 // repairMissingFunction handles the batches (indexes into batches) whose FCALL found no library on c:
 // removes what their XADDs left past the high watermark, loads the library on c and appends them
 // again (with EVAL if the library cannot be loaded), storing the results in out.
 func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult, failed []int) {
-	pipe := c.Pipeline()
-	repairs := make([]*redis.Cmd, len(failed))
+	broken := make([]*Batch, len(failed))
 	for j, i := range failed {
-		b := batches[i]
-		repairs[j] = repairScript.Eval(ctx, pipe, []string{s.keys.stream(b.Topic, b.Partition), s.keys.meta(b.Topic, b.Partition)})
+		broken[j] = batches[i]
 	}
+	pipe := c.Pipeline()
+	repairs := s.queueRepairs(ctx, pipe, broken)
 	load := pipe.FunctionLoad(ctx, finishLibrary)
 	_, _ = pipe.Exec(ctx)
 	var retry []*Batch
@@ -106,7 +127,7 @@ func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches 
 		}
 		retry, retried = append(retry, batches[i]), append(retried, i)
 	}
-	if err := load.Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
+	if libraryLoaded(load.Err()) != nil {
 		s.noFunctions.Store(true)
 	}
 	if len(retry) == 0 {
@@ -123,9 +144,7 @@ func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches 
 	}
 	if len(still) > 0 {
 		pipe := c.Pipeline()
-		for _, b := range still {
-			repairScript.Eval(ctx, pipe, []string{s.keys.stream(b.Topic, b.Partition), s.keys.meta(b.Topic, b.Partition)})
-		}
+		s.queueRepairs(ctx, pipe, still)
 		_, _ = pipe.Exec(ctx)
 	}
 }

@@ -38,19 +38,6 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-type replayRun struct {
-	rate float64
-	cpu  cpuUse
-}
-
-func (r replayRun) plus(s replayRun) replayRun {
-	if r.cpu.WallSec == 0 {
-		return s
-	}
-	a, b := r.cpu.WallSec, s.cpu.WallSec
-	return replayRun{rate: (r.rate*a + s.rate*b) / (a + b), cpu: r.cpu.plus(s.cpu)}
-}
-
 func (b *bench) replayPhase(ctx context.Context) error {
 	per := b.o.replayBatch
 	b.rep.meta("replay", fmt.Sprintf("raw Produce v9 requests of %d records per partition, every partition in each request, idempotent, acks=-1, up to %d in flight on one connection; baseline: the produce phase's pipelined XADD, the same shape, 1 pipeline in flight",
@@ -62,17 +49,16 @@ func (b *bench) replayPhase(ctx context.Context) error {
 				return err
 			}
 			measure := b.o.duration / time.Duration(b.o.rounds)
-			ks, bs, err := alternate(topic, b.o.rounds, func(int) (replayRun, error) {
+			ks, bs, err := alternate(topic, b.o.rounds, func(int) (produceRun, error) {
 				return b.replayKgate(ctx, topic, size, parts, per, measure)
-			}, func(int) (replayRun, error) {
-				r, err := b.produceBaseline(ctx, topic, parts, size, per, parts, measure)
-				return replayRun{rate: r.rate, cpu: r.cpu}, err
+			}, func(int) (produceRun, error) {
+				return b.produceBaseline(ctx, topic, parts, size, per, parts, measure)
 			})
 			if err != nil {
 				return err
 			}
 			k, base := total(ks), total(bs)
-			ratios := roundRatios(ks, bs, func(r replayRun) float64 { return r.rate })
+			ratios := roundRatios(ks, bs, func(r produceRun) float64 { return r.rate })
 			cs := fmt.Sprintf("%s x %dp, %d/batch", sizeName(size), parts, per)
 			notes := roundSpread(ratios)
 			b.rep.add(withBaseline(result{Phase: "replay", Case: cs, Metric: "throughput", Unit: "rec/s",
@@ -85,10 +71,10 @@ func (b *bench) replayPhase(ctx context.Context) error {
 
 // replayKgate sends fixed-shape Produce requests to the gateway for warm-up + measure and counts the
 // records acknowledged in the measured window.
-func (b *bench) replayKgate(ctx context.Context, topic string, size, parts, per int, measure time.Duration) (replayRun, error) {
+func (b *bench) replayKgate(ctx context.Context, topic string, size, parts, per int, measure time.Duration) (produceRun, error) {
 	nc, err := net.DialTimeout("tcp", b.addr, 5*time.Second)
 	if err != nil {
-		return replayRun{}, err
+		return produceRun{}, err
 	}
 	defer nc.Close()
 	rc := &rawClient{nc: nc}
@@ -97,10 +83,10 @@ func (b *bench) replayKgate(ctx context.Context, topic string, size, parts, per 
 	init.SetVersion(4)
 	ir := kmsg.NewPtrInitProducerIDResponse()
 	if err := rc.roundTrip(init, ir); err != nil {
-		return replayRun{}, fmt.Errorf("InitProducerID: %w", err)
+		return produceRun{}, fmt.Errorf("InitProducerID: %w", err)
 	}
 	if ir.ErrorCode != 0 {
-		return replayRun{}, fmt.Errorf("InitProducerID: error code %d", ir.ErrorCode)
+		return produceRun{}, fmt.Errorf("InitProducerID: error code %d", ir.ErrorCode)
 	}
 	value, keys := randomBytes(size), recordKeys(b.o.keyBytes)
 	templates := make([][]byte, parts)
@@ -110,7 +96,7 @@ func (b *bench) replayKgate(ctx context.Context, topic string, size, parts, per 
 			pb.Records = append(pb.Records, protocol.Record{OffsetDelta: int32(i), Key: keys[i%len(keys)], Value: value})
 		}
 		if templates[p], err = protocol.AppendCompressedBatch(nil, pb, protocol.CodecNone); err != nil {
-			return replayRun{}, err
+			return produceRun{}, err
 		}
 	}
 	req := kmsg.NewPtrProduceRequest()
@@ -192,20 +178,20 @@ func (b *bench) replayKgate(ctx context.Context, topic string, size, parts, per 
 	}
 	if err := sleep(ctx, b.o.warmup); err != nil {
 		finish()
-		return replayRun{}, err
+		return produceRun{}, err
 	}
 	m0, a0 := b.markCPU(), acked.Load()
 	if err := sleep(ctx, measure); err != nil {
 		finish()
-		return replayRun{}, err
+		return produceRun{}, err
 	}
 	a1, at := acked.Load(), time.Now()
 	cpu := b.cpuSince(m0)
 	finish()
 	if err := firstErr.get(); err != nil {
-		return replayRun{}, err
+		return produceRun{}, err
 	}
-	return replayRun{rate: float64(a1-a0) / at.Sub(m0.at).Seconds(), cpu: cpu}, nil
+	return produceRun{rate: float64(a1-a0) / at.Sub(m0.at).Seconds(), cpu: cpu, perBatch: float64(per), perReq: float64(parts)}, nil
 }
 
 // patchBatch sets an encoded uncompressed batch's base sequence and timestamps (every record's
