@@ -47,7 +47,7 @@ func readStamp(v []byte) (time.Duration, bool) {
 // latencyRun is one rate's samples.
 type latencyRun struct {
 	lat      []time.Duration
-	achieved float64 // records/s delivered during the measured window
+	achieved float64 // records/s delivered: measured records over the time from the first one's production to the last one's delivery
 	cpu      cpuUse
 }
 
@@ -169,7 +169,7 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 	// The consumer and the producer run until the measurement ends or either fails.
 	rctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	var got atomic.Int64
+	var got, acked atomic.Int64
 	consumed := make(chan struct{})
 	go func() {
 		defer close(consumed)
@@ -189,7 +189,9 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 	go func() {
 		defer close(produced)
 		promise := func(_ *kgo.Record, err error) {
-			if err != nil && rctx.Err() == nil {
+			if err == nil {
+				acked.Add(1)
+			} else if rctx.Err() == nil {
 				stop(fmt.Errorf("end-to-end maximum: producer: %w", err))
 			}
 		}
@@ -202,16 +204,26 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 		}
 	}()
 	defer func() { stop(nil); <-produced; <-consumed }()
+	// The warm-up starts once the consumer has the primer: on a loaded machine its first fetch can come
+	// later than the warm-up lasts.
+	for deadline := time.Now().Add(10 * time.Second); got.Load() == 0; {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("end-to-end maximum: the consumer received nothing in 10s (%d records acknowledged)", acked.Load())
+		}
+		if err := sleep(rctx, 5*time.Millisecond); err != nil {
+			return 0, context.Cause(rctx)
+		}
+	}
 	if err := sleep(rctx, b.o.warmup); err != nil {
 		return 0, context.Cause(rctx) // the consumer's or producer's failure, or ctx's
 	}
-	from, t0 := got.Load(), time.Now()
+	from, acked0, t0 := got.Load(), acked.Load(), time.Now()
 	if err := sleep(rctx, b.o.duration); err != nil {
 		return 0, context.Cause(rctx)
 	}
 	rate := float64(got.Load()-from) / time.Since(t0).Seconds()
 	if rate <= 0 {
-		return 0, fmt.Errorf("end-to-end maximum: nothing delivered in %v", b.o.duration)
+		return 0, fmt.Errorf("end-to-end maximum: nothing delivered in %v (%d records acknowledged meanwhile)", b.o.duration, acked.Load()-acked0)
 	}
 	b.maxE2E[rateKey(size, parts)] = rate
 	return rate, nil
@@ -301,8 +313,8 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 				got.Add(1)
 				if at, measured := readStamp(r.Value); measured {
 					lats = append(lats, now-at)
-					if window.first == 0 {
-						window.first = now
+					if window.first == 0 || at < window.first {
+						window.first = at
 					}
 					window.last = now
 				}
@@ -404,8 +416,8 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 					v, _ := m.Values["value"].(string)
 					if at, measured := readStamp([]byte(v[:min(len(v), stampLen)])); measured {
 						lats = append(lats, now-at)
-						if window.first == 0 {
-							window.first = now
+						if window.first == 0 || at < window.first {
+							window.first = at
 						}
 						window.last = now
 					}
