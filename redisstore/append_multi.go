@@ -52,7 +52,7 @@ local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + 2 * k])
-local nxt, start, maxts, st = readMeta(meta, pid)
+local nxt, start, tix, st = readMeta(meta, pid)
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then return {-1, -2} end
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)
@@ -69,7 +69,7 @@ for i = 1, m do
   table.insert(subs, 1, string.format('%d:%d:%d', s, last, o))
   s, o = (last + 1) % 2147483648, o + c
 end
-finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, maxts, k, 6)
+finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6)
 return {nxt, start, 0}
 `
 

@@ -10,9 +10,12 @@
 //
 //	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created"}
 //	<ns>:stream:{<topic>:<p>}          stream one entry per record; offset n <-> entry ID 0-(n+1)
-//	<ns>:meta:{<topic>:<p>}            hash   next (high watermark), start (log start offset), maxts
-//	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (sparse time index)
-//	<ns>:producers:{<topic>:<p>}       hash   producer id -> idempotence state
+//	<ns>:meta:{<topic>:<p>}            hash   next (high watermark), start (log start offset), maxts and
+//	                                          maxoff (maximum timestamp, its offset), tioff (last time
+//	                                          index point), p:<producer id> (idempotence state)
+//	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (sparse time
+//	                                          index: points at least 512 records apart)
+//	<ns>:producers:{<topic>:<p>}       hash   producer id -> idempotence state (older kgate; moved to meta)
 //	<ns>:producer-id                   string INCR counter for producer IDs (unique across gateways)
 //	<ns>:offsets:{<tag>}:<group>       hash   stream key -> committed offset (bare decimal)
 //	<ns>:offsets-ts:{<tag>}:<group>    hash   stream key -> "<offset>|<commit epoch ms>" (sidecar)

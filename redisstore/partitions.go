@@ -171,17 +171,16 @@ func (s *Store) appendArgs(b *Batch) []any {
 	return a.args
 }
 
-// timeIndexStride is the fewest records between two time-index entries of one batch (but for its
-// last). The index is sparse, as Apache Kafka's is: OffsetForTime scans the entries between two
-// index points, and an append adds two or three entries per batch of a few hundred records instead
-// of one per distinct timestamp (which made the finish script 112 us per 64-partition batch instead
-// of 73, about a tenth of the batch's Redis time).
-const timeIndexStride = 128
+// timeIndexStride is the fewest records between two time-index entries (written as 512 in batchLua).
+// The index is sparse, as Apache Kafka's is: OffsetForTime scans the records between two index points,
+// at most one page of reads, and an append adds an entry once per 512 records instead of once per
+// batch. The partition's maximum timestamp and its offset are kept exactly, in its meta hash.
+const timeIndexStride = 512
 
-// eachTimeCandidate calls f for the records of b that enter the partition's time index if they raise
-// its running maximum timestamp: of the records where the batch's running maximum grows, the first,
-// every one at least timeIndexStride records after the previous pick, and the last (the batch's
-// maximum, so MaxTimestamp stays exact).
+// eachTimeCandidate calls f for the records of b that may enter the partition's time index (or set its
+// maximum timestamp) if they raise its running maximum: of the records where the batch's running
+// maximum grows, the first, every one at least timeIndexStride records after the previous pick, and the
+// last (the batch's maximum).
 func (b *Batch) eachTimeCandidate(f func(i int, ts int64)) {
 	maxTS, last, picked := int64(-1<<63), -1, -timeIndexStride
 	for i := range b.Records {
@@ -671,8 +670,8 @@ func (s *Store) DeleteRecords(ctx context.Context, topic string, partition int32
 // OffsetForTime returns the first offset whose record timestamp is at least ts (Kafka's ListOffsets by
 // timestamp, correct for non-monotonic timestamps), with that record's timestamp; found is false when
 // no such record exists. The time index holds some of the points where the partition's running maximum
-// timestamp grows: the answer is the first record at or after the last point below ts with a
-// timestamp of at least ts, at the latest the first point at or above ts.
+// timestamp grows, and meta the last of them (maxts, maxoff): the answer is the first record after the
+// last point below ts with a timestamp of at least ts, at the latest the first point at or above ts.
 func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -680,14 +679,17 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	pipe := s.rdb.Pipeline()
 	atOrAbove := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: strconv.FormatInt(ts, 10), Stop: "+inf", ByScore: true, Count: 1})
 	below := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "(" + strconv.FormatInt(ts, 10), Stop: "-inf", ByScore: true, Rev: true, Count: 1})
+	top := pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
-	zs := atOrAbove.Val()
-	if len(zs) == 0 {
+	if zs := atOrAbove.Val(); len(zs) > 0 {
+		offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
+	} else if maxOff, maxTS, ok := metaMax(top.Val()); ok && maxTS >= ts {
+		offset = maxOff
+	} else {
 		return 0, 0, false, nil
 	}
-	offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
 	from := int64(0)
 	if prev := below.Val(); len(prev) > 0 {
 		p, _ := strconv.ParseInt(prev[0], 10, 64)
@@ -697,6 +699,22 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	// deleted): up to the point at or above ts, whose record matches unless it was deleted too (then on
 	// from there, page by page).
 	return s.scanForTime(ctx, topic, partition, from, offset, ts)
+}
+
+// metaMax parses the maxts and maxoff fields of a partition's meta hash; ok is false when maxoff is
+// not there (an empty partition, or one whose maximum an older kgate kept in the time index alone).
+func metaMax(vals []any) (offset, ts int64, ok bool) {
+	if len(vals) != 2 {
+		return 0, 0, false
+	}
+	t, tok := vals[0].(string)
+	o, ook := vals[1].(string)
+	if !tok || !ook {
+		return 0, 0, false
+	}
+	ts, terr := strconv.ParseInt(t, 10, 64)
+	offset, oerr := strconv.ParseInt(o, 10, 64)
+	return offset, ts, terr == nil && oerr == nil
 }
 
 // scanForTime reads from offset from (the log start when that is further) on for the first record
@@ -739,6 +757,14 @@ func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, 
 func (s *Store) MaxTimestamp(ctx context.Context, topic string, partition int32) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	vals, err := s.rdb.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff").Result()
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if offset, recordTS, ok := metaMax(vals); ok {
+		return offset, recordTS, true, nil
+	}
+	// Written by an older kgate: the time index's last point is the maximum.
 	zs, err := s.rdb.ZRevRangeWithScores(ctx, s.keys.tindex(topic, partition), 0, 0).Result()
 	if err != nil || len(zs) == 0 {
 		return 0, 0, false, err

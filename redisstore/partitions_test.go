@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -210,6 +211,38 @@ func TestLogAppendTime(t *testing.T) {
 		if err != nil || !found || off != 0 || ts != 1700000000123 {
 			t.Fatalf("MaxTimestamp = %d, %d, %v, %v", off, ts, found, err)
 		}
+	})
+}
+
+// TestMaxTimestampKeptByOlderKgate: a partition whose maximum timestamp an older kgate kept in the
+// time index alone (a point at every batch, no maxoff in meta) still answers MaxTimestamp and lookups
+// above its index's other points, until the next append keeps the maximum in meta.
+func TestMaxTimestampKeptByOlderKgate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "oldmax", 1)
+		appendOne(t, s, "oldmax", 0, Record{Timestamp: 10}, Record{Timestamp: 30}, Record{Timestamp: 20})
+		meta, tindex := s.keys.meta("oldmax", 0), s.keys.tindex("oldmax", 0)
+		pipe := s.Client().TxPipeline()
+		pipe.HDel(ctx, meta, "maxoff", "tioff")
+		pipe.ZAdd(ctx, tindex, redis.Z{Score: 10, Member: "0"}, redis.Z{Score: 30, Member: "1"})
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := func(wantOff, wantTS int64) {
+			t.Helper()
+			off, ts, found, err := s.MaxTimestamp(ctx, "oldmax", 0)
+			if err != nil || !found || off != wantOff || ts != wantTS {
+				t.Fatalf("MaxTimestamp = %d, %d, %v, %v; want %d, %d", off, ts, found, err, wantOff, wantTS)
+			}
+			off, ts, found, err = s.OffsetForTime(ctx, "oldmax", 0, wantTS-5)
+			if err != nil || !found || off != wantOff || ts != wantTS {
+				t.Fatalf("OffsetForTime(%d) = %d, %d, %v, %v; want %d, %d", wantTS-5, off, ts, found, err, wantOff, wantTS)
+			}
+		}
+		want(1, 30)
+		appendOne(t, s, "oldmax", 0, Record{Timestamp: 25}, Record{Timestamp: 40})
+		want(4, 40)
 	})
 }
 
@@ -526,9 +559,10 @@ func TestDeleteRecords(t *testing.T) {
 	})
 }
 
-// TestOffsetForTimeSparseIndex: batches of many records, timestamps mostly rising with dips and
-// repeats, enter the time index at a few points each, and every lookup still finds what a scan of all
-// records finds (the first record at or above the target), before and after DeleteRecords.
+// TestOffsetForTimeSparseIndex: batches of many records and runs of small ones, timestamps mostly
+// rising with dips and repeats, enter the time index at points at least timeIndexStride records apart,
+// and every lookup still finds what a scan of all records finds (the first record at or above the
+// target; past the index's last point from the maximum kept in meta), before and after DeleteRecords.
 func TestOffsetForTimeSparseIndex(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
@@ -536,7 +570,11 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		var all []Record
 		ts := int64(1000)
-		for _, n := range []int{700, 5, 300, 1, 900} {
+		sizes := []int{700, 5, 300, 1, 900}
+		for i := range 300 {
+			sizes = append(sizes, 1+i%4)
+		}
+		for _, n := range sizes {
 			recs := make([]Record, n)
 			for i := range recs {
 				ts += rng.Int64N(3)                                   // repeats
@@ -545,12 +583,20 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 			appendOne(t, s, "sparse", 0, recs...)
 			all = append(all, recs...)
 		}
-		if n, err := s.Client().ZCard(ctx, s.keys.tindex("sparse", 0)).Result(); err != nil || n > 30 {
-			t.Fatalf("time index of %d records: %d entries (%v), want a sparse one", len(all), n, err)
+		points, err := s.Client().ZRange(ctx, s.keys.tindex("sparse", 0), 0, -1).Result()
+		if err != nil || len(points) < 2 {
+			t.Fatalf("time index of %d records: %v (%v)", len(all), points, err)
+		}
+		for i := 1; i < len(points); i++ {
+			a, _ := strconv.Atoi(points[i-1])
+			b, _ := strconv.Atoi(points[i])
+			if b-a < timeIndexStride {
+				t.Fatalf("time index points %d and %d: fewer than %d records apart (%v)", a, b, timeIndexStride, points)
+			}
 		}
 		check := func(start int) {
 			t.Helper()
-			for target := int64(900); target <= ts+2; target += 3 {
+			for target := int64(900); target <= ts+2; target += 7 {
 				wantOff, found := -1, false
 				for i := start; i < len(all); i++ {
 					if all[i].Timestamp >= target {
@@ -564,13 +610,16 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 				}
 			}
 		}
-		check(0)
 		maxOff := 0
 		for i := range all {
 			if all[i].Timestamp > all[maxOff].Timestamp {
 				maxOff = i
 			}
 		}
+		if last := points[len(points)-1]; last == strconv.Itoa(maxOff) {
+			t.Fatalf("the maximum (offset %s) is in the time index: lookups above its last point are not tested", last)
+		}
+		check(0)
 		if off, got, _, _ := s.MaxTimestamp(ctx, "sparse", 0); off != int64(maxOff) || got != all[maxOff].Timestamp {
 			t.Fatalf("MaxTimestamp = %d, %d; want %d, %d", off, got, maxOff, all[maxOff].Timestamp)
 		}
