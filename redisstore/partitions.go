@@ -172,9 +172,10 @@ func (s *Store) appendArgs(b *Batch) []any {
 }
 
 // timeIndexStride is the fewest records between two time-index entries (written as 512 in batchLua).
-// The index is sparse, as Apache Kafka's is: OffsetForTime scans the records between two index points,
-// at most one page of reads, and an append adds an entry once per 512 records instead of once per
-// batch. The partition's maximum timestamp and its offset are kept exactly, in its meta hash.
+// The index is sparse, as Apache Kafka's is: OffsetForTime scans the records between two index points
+// (about 512 while timestamps keep rising; points come only where the maximum grows), and an append
+// adds an entry once per 512 records instead of once per batch. The partition's maximum timestamp and
+// its offset are kept exactly, in its meta hash.
 const timeIndexStride = 512
 
 // eachTimeCandidate calls f for the records of b that may enter the partition's time index (or set its
@@ -753,24 +754,25 @@ func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, 
 }
 
 // MaxTimestamp returns the offset and timestamp of the record with the largest timestamp (the first
-// one when several share it); found is false for an empty partition.
+// one when several share it); found is false for an empty partition. Meta keeps it (maxts, maxoff); a
+// gateway of a version before that kept it as the time index's last point, and may still append to
+// the partition during a rolling upgrade, moving maxts but not maxoff: the index's last point is taken
+// when it is at least maxts.
 func (s *Store) MaxTimestamp(ctx context.Context, topic string, partition int32) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	vals, err := s.rdb.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff").Result()
-	if err != nil {
+	pipe := s.rdb.Pipeline()
+	top := pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff")
+	last := pipe.ZRevRangeWithScores(ctx, s.keys.tindex(topic, partition), 0, 0)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
-	if offset, recordTS, ok := metaMax(vals); ok {
-		return offset, recordTS, true, nil
+	offset, recordTS, found = metaMax(top.Val())
+	if zs := last.Val(); len(zs) > 0 && (!found || int64(zs[0].Score) >= recordTS) {
+		offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
+		return offset, int64(zs[0].Score), true, nil
 	}
-	// Written by an older kgate: the time index's last point is the maximum.
-	zs, err := s.rdb.ZRevRangeWithScores(ctx, s.keys.tindex(topic, partition), 0, 0).Result()
-	if err != nil || len(zs) == 0 {
-		return 0, 0, false, err
-	}
-	offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
-	return offset, int64(zs[0].Score), true, nil
+	return offset, recordTS, found, nil
 }
 
 // NewProducerID allocates a producer ID unique across every gateway sharing this Redis.

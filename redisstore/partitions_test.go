@@ -215,8 +215,10 @@ func TestLogAppendTime(t *testing.T) {
 }
 
 // TestMaxTimestampKeptByOlderKgate: a partition whose maximum timestamp an older kgate kept in the
-// time index alone (a point at every batch, no maxoff in meta) still answers MaxTimestamp and lookups
-// above its index's other points, until the next append keeps the maximum in meta.
+// time index alone (a point at every batch, no maxoff or tioff in meta) still answers MaxTimestamp and
+// lookups above its index's other points; the next append that raises the maximum keeps it in meta and
+// indexes it (no tioff: the index is due a point); an older gateway's append after that (a rolling
+// upgrade) moves maxts and the index but not maxoff, and MaxTimestamp follows the index.
 func TestMaxTimestampKeptByOlderKgate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
@@ -243,6 +245,17 @@ func TestMaxTimestampKeptByOlderKgate(t *testing.T) {
 		want(1, 30)
 		appendOne(t, s, "oldmax", 0, Record{Timestamp: 25}, Record{Timestamp: 40})
 		want(4, 40)
+		if _, err := s.Client().ZScore(ctx, tindex, "4").Result(); err != nil {
+			t.Fatalf("the first new maximum after an older kgate's appends is not in the time index: %v", err)
+		}
+		pipe = s.Client().TxPipeline() // an older gateway appends ts 60 at offset 5
+		pipe.HSet(ctx, meta, "maxts", "60", "next", "6")
+		pipe.ZAdd(ctx, tindex, redis.Z{Score: 60, Member: "5"})
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.stream("oldmax", 0), ID: "0-6", Values: []any{"ts", "60"}})
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want(5, 60)
 	})
 }
 
@@ -596,7 +609,7 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 		}
 		check := func(start int) {
 			t.Helper()
-			for target := int64(900); target <= ts+2; target += 7 {
+			for target := int64(900); target <= ts+2; target += 7 { // each lookup scans up to ~512 records
 				wantOff, found := -1, false
 				for i := start; i < len(all); i++ {
 					if all[i].Timestamp >= target {
