@@ -584,7 +584,7 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 		var all []Record
 		ts := int64(1000)
 		sizes := []int{700, 5, 300, 1, 900}
-		for i := range 300 {
+		for i := range 150 {
 			sizes = append(sizes, 1+i%4)
 		}
 		for _, n := range sizes {
@@ -609,7 +609,7 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 		}
 		check := func(start int) {
 			t.Helper()
-			for target := int64(900); target <= ts+2; target += 7 { // each lookup scans up to ~512 records
+			for target := int64(900); target <= ts+2; target += 11 { // each lookup scans up to ~512 records
 				wantOff, found := -1, false
 				for i := start; i < len(all); i++ {
 					if all[i].Timestamp >= target {
