@@ -128,7 +128,7 @@ func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches 
 		retry, retried = append(retry, batches[i]), append(retried, i)
 	}
 	if libraryLoaded(load.Err()) != nil {
-		s.noFunctions.Store(true)
+		s.functionsUnavailable()
 	}
 	if len(retry) == 0 {
 		return

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -89,8 +90,8 @@ func checkDense(t *testing.T, s *Store, topic string, p int32, want int64) {
 // The finish step of an append runs as a Redis function, not as EVAL with the script's text.
 func TestAppendFinishesWithFunction(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
-		if !s.autoSeq || s.noFunctions.Load() {
-			t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq, s.noFunctions.Load())
+		if !s.autoSeq.Load() || s.noFunctions.Load() {
+			t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq.Load(), s.noFunctions.Load())
 		}
 		topic := mustCreateTopic(t, s, "fn", 4).Name
 		var seq [4]int32
@@ -173,4 +174,60 @@ func TestAppendFinishesWithEvalWithoutFunctions(t *testing.T) {
 		checkDense(t, s, topic, 0, 8)
 		checkDense(t, s, topic, 1, 4)
 	})
+}
+
+// A store that cannot load the function library (here, a user whose ACL lacks FUNCTION) finishes its
+// appends with EVAL, and loads the library once allowed, when its retry is due (probeRetryInterval).
+func TestAppendLoadsFunctionsWhenAllowedLater(t *testing.T) {
+	for _, backend := range []string{"standalone", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			admin := openStore(t, backendOptions(t, backend))
+			user := testNamespace(t)
+			acl := func(ctx context.Context, args ...any) error {
+				do := func(ctx context.Context, c *redis.Client) error { return c.Do(ctx, args...).Err() }
+				if c, ok := admin.rdb.(*redis.ClusterClient); ok {
+					return c.ForEachMaster(ctx, do)
+				}
+				return do(ctx, admin.rdb.(*redis.Client))
+			}
+			if err := acl(t.Context(), "ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "&*", "+@all", "-function"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = acl(context.Background(), "ACL", "DELUSER", user) })
+			opts := backendOptions(t, backend)
+			opts.Username, opts.Password = user, "pw"
+			s := openStore(t, opts)
+			if !s.autoSeq.Load() || !s.noFunctions.Load() || s.reprobeAt.Load() == 0 {
+				t.Fatalf("without FUNCTION: autoSeq %v, noFunctions %v, retry at %d; want the MULTI path with EVAL and a retry", s.autoSeq.Load(), s.noFunctions.Load(), s.reprobeAt.Load())
+			}
+			topic := mustCreateTopic(t, s, "reprobe", 2).Name
+			var seq [2]int32
+			appendAll := func() {
+				t.Helper()
+				for p := range int32(2) {
+					if r := s.Append(t.Context(), []*Batch{idempotentBatch(topic, p, &seq[p], 3)}); r[0].Err != nil {
+						t.Fatal(r[0].Err)
+					}
+				}
+			}
+			appendAll()
+			if err := acl(t.Context(), "ACL", "SETUSER", user, "+function"); err != nil {
+				t.Fatal(err)
+			}
+			appendAll()
+			if !s.noFunctions.Load() {
+				t.Fatal("the library was loaded before the retry was due")
+			}
+			s.reprobeAt.Store(time.Now().Add(-time.Second).UnixNano()) // the retry is due
+			appendAll()
+			if s.noFunctions.Load() || s.reprobeAt.Load() != 0 {
+				t.Fatalf("retry due and FUNCTION allowed: noFunctions %v, retry at %d", s.noFunctions.Load(), s.reprobeAt.Load())
+			}
+			appendAll()
+			for p := range int32(2) {
+				checkDense(t, s, topic, p, 12)
+			}
+		})
+	}
 }

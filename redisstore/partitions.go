@@ -149,7 +149,7 @@ func (s *Store) appendArgs(b *Batch) []any {
 	a.addInt(int64(b.ProducerEpoch))
 	a.addInt(int64(b.BaseSequence))
 	a.addInt(int64(len(b.Records)))
-	if s.autoSeq {
+	if s.autoSeq.Load() {
 		a.addInt(1)
 	} else {
 		a.addInt(0)
@@ -229,11 +229,14 @@ func (b *Batch) recordTS(r *Record) int64 {
 func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	if s.reprobeAt.Load() != 0 {
+		s.reprobe(ctx)
+	}
 	out := make([]AppendResult, len(batches))
 	switch {
 	case s.opts.WaitReplicas > 0 || s.opts.WaitAOF:
 		s.appendDurable(ctx, batches, out)
-	case s.autoSeq:
+	case s.autoSeq.Load():
 		s.appendRuns(ctx, batches, out)
 	default:
 		s.appendOn(ctx, s.rdb, batches, out)
@@ -303,7 +306,7 @@ func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []Appen
 	eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
 		conn := g.node.Conn()
 		defer conn.Close()
-		if s.autoSeq {
+		if s.autoSeq.Load() {
 			s.appendMulti(ctx, conn, sub, res)
 		} else {
 			s.appendOn(ctx, conn, sub, res)

@@ -866,7 +866,7 @@ func TestAppendRefusesForeignWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := s.Append(ctx, []*Batch{{Topic: "foreign", Partition: 0, Records: plain("b", 3), ProducerID: -1}})
-		if !errors.Is(res[0].Err, ErrStreamConflict) && s.autoSeq {
+		if !errors.Is(res[0].Err, ErrStreamConflict) && s.autoSeq.Load() {
 			t.Fatalf("append after a foreign XADD: %+v, want ErrStreamConflict", res[0])
 		}
 		if res[0].Err == nil {

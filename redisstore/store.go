@@ -52,11 +52,14 @@ type Store struct {
 	opts     Options
 	keys     keys
 	embedded *miniredis.Miniredis
-	// autoSeq: the server takes XADD <ms>-* (Redis 7+), so appends name only the first entry's ID.
-	autoSeq bool
+	// autoSeq: the server takes XADD <ms>-* (Redis 7+), so appends name only the first entry's ID and
+	// go out as MULTI blocks with a finish step.
+	autoSeq atomic.Bool
 	// noFunctions: the finish step runs as EVAL, because the function library could not be loaded
 	// (functions.go).
 	noFunctions atomic.Bool
+	// reprobeAt is when Append next tries a failed probe again (unix ns; 0: nothing to retry).
+	reprobeAt atomic.Int64
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
@@ -97,15 +100,54 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: ping %s: %w", strings.Join(addrs, ","), err)
 	}
 	if s.embedded == nil {
-		if info, err := s.Info(pctx); err == nil {
-			major, _, _ := strings.Cut(info.Version, ".")
-			if v, err := strconv.Atoi(major); err == nil && v >= 7 {
-				s.autoSeq = true
-				s.noFunctions.Store(!s.loadFunctions(pctx))
-			}
-		}
+		s.probe(pctx)
 	}
 	return s, nil
+}
+
+// probeRetryInterval is how long appends take a slower path after the server's version could not be
+// read or the function library not loaded (a Redis still loading its data, a failover in progress, an
+// ACL without FUNCTION) before Append tries again: without a retry, a gateway started at such a
+// moment would pay for it as long as it runs.
+const probeRetryInterval = 30 * time.Second
+
+// probe finds whether the server is Redis 7+ (XADD <ms>-*, functions) and loads the function library
+// there. What fails is tried again by Append (reprobe) after probeRetryInterval.
+func (s *Store) probe(ctx context.Context) {
+	if !s.autoSeq.Load() {
+		info, err := s.Info(ctx)
+		if err != nil {
+			s.reprobeAt.Store(time.Now().Add(probeRetryInterval).UnixNano())
+			return
+		}
+		major, _, _ := strings.Cut(info.Version, ".")
+		if v, err := strconv.Atoi(major); err != nil || v < 7 {
+			s.reprobeAt.Store(0) // the append script's own XADDs, for good
+			return
+		}
+	}
+	if s.loadFunctions(ctx) {
+		s.noFunctions.Store(false)
+		s.reprobeAt.Store(0)
+	} else {
+		s.functionsUnavailable()
+	}
+	s.autoSeq.Store(true) // after noFunctions: an append that sees it finishes the right way
+}
+
+// functionsUnavailable makes the finish step run as EVAL until a later probe loads the library.
+func (s *Store) functionsUnavailable() {
+	s.noFunctions.Store(true)
+	s.reprobeAt.Store(time.Now().Add(probeRetryInterval).UnixNano())
+}
+
+// reprobe runs probe when a failed one is due again, in one caller at a time.
+func (s *Store) reprobe(ctx context.Context) {
+	at := s.reprobeAt.Load()
+	if at == 0 || time.Now().UnixNano() < at || !s.reprobeAt.CompareAndSwap(at, time.Now().Add(probeRetryInterval).UnixNano()) {
+		return
+	}
+	s.probe(ctx)
 }
 
 // Embedded reports whether the store keeps its data in process memory.
