@@ -282,3 +282,12 @@ func (r *reporter) addCPUPerRecord(phase, cs string, k cpuUse, kRecords float64,
 	r.add(withBaseline(result{Phase: phase, Case: cs, Metric: "proc cpu/rec", Unit: "us", Kgate: kp,
 		Notes: "proc = kgate + franz-go client vs the go-redis client"}, bp))
 }
+
+// joinRounds formats f of each round's run as "a/b/c", to the nearest whole number.
+func joinRounds[R any](runs []R, f func(R) float64) string {
+	parts := make([]string, len(runs))
+	for i, r := range runs {
+		parts[i] = fmt.Sprintf("%.0f", f(r))
+	}
+	return strings.Join(parts, "/")
+}
