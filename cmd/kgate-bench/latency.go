@@ -47,8 +47,33 @@ func readStamp(v []byte) (time.Duration, bool) {
 // latencyRun is one rate's samples.
 type latencyRun struct {
 	lat      []time.Duration
-	achieved float64 // records/s delivered: measured records over the time from the first one's production to the last one's delivery
+	achieved float64 // records/s delivered (deliveryWindow)
 	cpu      cpuUse
+}
+
+// deliveryWindow spans a latency run's measured records: when they were handed to the producer and
+// when they were delivered. Their rate is their count over the longer span: a consumer that stalls and
+// then catches up in a burst delivered no faster than the records were produced, one that falls
+// behind delivered slower.
+type deliveryWindow struct {
+	firstAt, lastAt, firstGot, lastGot time.Duration
+	n                                  int
+}
+
+func (w *deliveryWindow) add(at, got time.Duration) {
+	if w.n == 0 {
+		w.firstAt, w.lastAt, w.firstGot = at, at, got
+	}
+	w.firstAt, w.lastAt, w.lastGot = min(w.firstAt, at), max(w.lastAt, at), got
+	w.n++
+}
+
+func (w *deliveryWindow) rate() float64 {
+	span := max(w.lastGot-w.firstGot, w.lastAt-w.firstAt)
+	if span <= 0 {
+		return 0
+	}
+	return float64(w.n) / span.Seconds()
 }
 
 func (b *bench) latencyPhase(ctx context.Context) error {
@@ -294,7 +319,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 		lats     = make([]time.Duration, 0, total)
 		cctx, cc = context.WithCancel(ctx)
 		done     = make(chan error, 1)
-		window   struct{ first, last time.Duration }
+		window   deliveryWindow
 	)
 	defer cc()
 	go func() {
@@ -313,10 +338,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 				got.Add(1)
 				if at, measured := readStamp(r.Value); measured {
 					lats = append(lats, now-at)
-					if window.first == 0 || at < window.first {
-						window.first = at
-					}
-					window.last = now
+					window.add(at, now)
 				}
 			})
 		}
@@ -354,11 +376,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 	if p := perr.Load(); p != nil {
 		return latencyRun{}, *p
 	}
-	run := latencyRun{lat: lats, cpu: cpu}
-	if w := window.last - window.first; w > 0 {
-		run.achieved = float64(len(lats)) / w.Seconds()
-	}
-	return run, nil
+	return latencyRun{lat: lats, cpu: cpu, achieved: window.rate()}, nil
 }
 
 // latencyBaseline does the same with Redis alone: the pacer hands each tick's records to one sender
@@ -380,7 +398,7 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 		lats     = make([]time.Duration, 0, total)
 		cctx, cc = context.WithCancel(ctx)
 		done     = make(chan error, 1)
-		window   struct{ first, last time.Duration }
+		window   deliveryWindow
 	)
 	defer cc()
 	ready := make(chan struct{})
@@ -416,10 +434,7 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 					v, _ := m.Values["value"].(string)
 					if at, measured := readStamp([]byte(v[:min(len(v), stampLen)])); measured {
 						lats = append(lats, now-at)
-						if window.first == 0 || at < window.first {
-							window.first = at
-						}
-						window.last = now
+						window.add(at, now)
 					}
 				}
 			}
@@ -474,9 +489,5 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 	if err != nil {
 		return latencyRun{}, err
 	}
-	run := latencyRun{lat: lats, cpu: cpu}
-	if w := window.last - window.first; w > 0 {
-		run.achieved = float64(len(lats)) / w.Seconds()
-	}
-	return run, nil
+	return latencyRun{lat: lats, cpu: cpu, achieved: window.rate()}, nil
 }

@@ -69,3 +69,27 @@ func TestAlternate(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// A latency run's delivered rate is its records over the longer of their production and delivery
+// spans: a burst after a stall is not faster than production, falling behind is slower.
+func TestDeliveryWindowRate(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name      string
+		firstGot  time.Duration // delivery of the first record; records are produced 1 ms apart
+		gotSpread time.Duration // between consecutive deliveries
+		want      float64
+	}{
+		{"keeping up", 2 * ms, ms, 1000},
+		{"stall then burst", 400 * ms, ms / 5, 1000},
+		{"falling behind", 2 * ms, 2 * ms, 500},
+	} {
+		var w deliveryWindow
+		for i := range 1001 {
+			w.add(time.Duration(i)*ms, c.firstGot+time.Duration(i)*c.gotSpread)
+		}
+		if got := w.rate(); got < c.want*0.99 || got > c.want*1.01 {
+			t.Errorf("%s: %.0f rec/s, want %.0f", c.name, got, c.want)
+		}
+	}
+}
