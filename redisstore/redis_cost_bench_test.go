@@ -15,14 +15,15 @@ import (
 // (INFO cpu) around each is summed per kind. Kinds: the store's append (MULTI, XADDs, finish function),
 // the same with the finish step as EVAL, MULTI + XADDs alone, and plain XADDs. The finish step is a
 // fixed cost per batch, so it weighs most at the small batches a producer sends when it spreads
-// records over many partitions (50-150 records per batch in kgate-bench's 64-partition runs).
+// records over many partitions (50-150 records per batch in kgate-bench's 64-partition runs, fewer in
+// its latency phase).
 //
 //	go test -run '^$' -bench AppendRedisCPU -benchtime 100x ./redisstore/
 func BenchmarkAppendRedisCPU(b *testing.B) {
 	if standalone == nil {
 		b.Skip("KGATE_SKIP_REDIS=1")
 	}
-	for _, per := range []int{50, 150} {
+	for _, per := range []int{10, 50, 150} {
 		b.Run(fmt.Sprintf("records=%d", per), func(b *testing.B) { benchAppendRedisCPU(b, per) })
 	}
 }
