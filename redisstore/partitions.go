@@ -173,7 +173,7 @@ func (s *Store) appendArgs(b *Batch) []any {
 
 // timeIndexStride is the fewest records between two time-index entries (written as 512 in batchLua).
 // The index is sparse, as Apache Kafka's is: OffsetForTime scans the records between two index points
-// (about 512 while timestamps keep rising; points come only where the maximum grows), and an append
+// (512-1,000 while timestamps keep rising; points come only where the maximum grows), and an append
 // adds an entry once per 512 records instead of once per batch. The partition's maximum timestamp and
 // its offset are kept exactly, in its meta hash.
 const timeIndexStride = 512
@@ -230,7 +230,7 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if s.reprobeAt.Load() != 0 {
-		s.reprobe(ctx)
+		s.reprobe()
 	}
 	out := make([]AppendResult, len(batches))
 	switch {

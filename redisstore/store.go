@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,14 +59,19 @@ type Store struct {
 	// noFunctions: the finish step runs as EVAL, because the function library could not be loaded
 	// (functions.go).
 	noFunctions atomic.Bool
-	// reprobeAt is when Append next tries a failed probe again (unix ns; 0: nothing to retry).
-	reprobeAt atomic.Int64
+	// reprobeAt is when Append next starts a failed probe again (unix ns; 0: nothing to retry); the
+	// probe runs in the background (probes), stopped and waited for by Close (stopProbes).
+	reprobeAt  atomic.Int64
+	probes     sync.WaitGroup
+	probeCtx   context.Context
+	stopProbes context.CancelFunc
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	opts.fillDefaults()
 	s := &Store{opts: opts, keys: keys{ns: opts.Namespace}}
+	s.probeCtx, s.stopProbes = context.WithCancel(context.Background())
 	addrs := opts.Addrs
 	if len(addrs) == 0 {
 		m := miniredis.NewMiniRedis()
@@ -106,9 +112,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 // probeRetryInterval is how long appends take a slower path after the server's version could not be
-// read or the function library not loaded (a Redis still loading its data, a failover in progress, an
-// ACL without FUNCTION) before Append tries again: without a retry, a gateway started at such a
-// moment would pay for it as long as it runs.
+// read or the function library not loaded (a Redis still loading its data refuses FUNCTION LOAD; a
+// failover in progress; an ACL without FUNCTION) before an append starts the probe again: without a
+// retry, a gateway started at such a moment would pay for it as long as it runs.
 const probeRetryInterval = 30 * time.Second
 
 // probe finds whether the server is Redis 7+ (XADD <ms>-*, functions) and loads the function library
@@ -127,8 +133,8 @@ func (s *Store) probe(ctx context.Context) {
 		}
 	}
 	if s.loadFunctions(ctx) {
+		s.reprobeAt.Store(0) // before noFunctions: a repair failing meanwhile schedules a retry again
 		s.noFunctions.Store(false)
-		s.reprobeAt.Store(0)
 	} else {
 		s.functionsUnavailable()
 	}
@@ -141,13 +147,20 @@ func (s *Store) functionsUnavailable() {
 	s.reprobeAt.Store(time.Now().Add(probeRetryInterval).UnixNano())
 }
 
-// reprobe runs probe when a failed one is due again, in one caller at a time.
-func (s *Store) reprobe(ctx context.Context) {
+// reprobe starts probe in the background when a failed one is due again, one at a time: on a cluster
+// with a master unreachable it can take a dial timeout, which the append that starts it must not wait
+// for.
+func (s *Store) reprobe() {
 	at := s.reprobeAt.Load()
-	if at == 0 || time.Now().UnixNano() < at || !s.reprobeAt.CompareAndSwap(at, time.Now().Add(probeRetryInterval).UnixNano()) {
+	if at == 0 || time.Now().UnixNano() < at || s.probeCtx.Err() != nil ||
+		!s.reprobeAt.CompareAndSwap(at, time.Now().Add(probeRetryInterval).UnixNano()) {
 		return
 	}
-	s.probe(ctx)
+	s.probes.Go(func() {
+		ctx, cancel := context.WithTimeout(s.probeCtx, s.opts.DialTimeout+s.opts.CommandTimeout)
+		defer cancel()
+		s.probe(ctx)
+	})
 }
 
 // Embedded reports whether the store keeps its data in process memory.
@@ -158,6 +171,8 @@ func (s *Store) Namespace() string { return s.opts.Namespace }
 
 // Close releases the Redis connections (and the embedded store).
 func (s *Store) Close() error {
+	s.stopProbes()
+	s.probes.Wait()
 	err := s.rdb.Close()
 	if s.embedded != nil {
 		s.embedded.Close()

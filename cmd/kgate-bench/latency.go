@@ -51,25 +51,25 @@ type latencyRun struct {
 	cpu      cpuUse
 }
 
-// deliveryWindow spans a latency run's measured records: when they were handed to the producer and
-// when they were delivered. Their rate is their count over the longer span: a consumer that stalls and
-// then catches up in a burst delivered no faster than the records were produced, one that falls
-// behind delivered slower.
+// deliveryWindow spans the deliveries of a latency run's measured records. Their rate is their count
+// over that span, but over no less than the time they were scheduled over: a consumer that stalls and
+// then catches up in a burst delivered no faster than the pacer produced (even when the pacer stalled
+// too and stamped a burst alike), one that falls behind delivered slower.
 type deliveryWindow struct {
-	firstAt, lastAt, firstGot, lastGot time.Duration
-	n                                  int
+	first, last time.Duration
+	n           int
 }
 
-func (w *deliveryWindow) add(at, got time.Duration) {
+func (w *deliveryWindow) add(got time.Duration) {
 	if w.n == 0 {
-		w.firstAt, w.lastAt, w.firstGot = at, at, got
+		w.first = got
 	}
-	w.firstAt, w.lastAt, w.lastGot = min(w.firstAt, at), max(w.lastAt, at), got
+	w.last = got
 	w.n++
 }
 
-func (w *deliveryWindow) rate() float64 {
-	span := max(w.lastGot-w.firstGot, w.lastAt-w.firstAt)
+func (w *deliveryWindow) rate(scheduled time.Duration) float64 {
+	span := max(w.last-w.first, scheduled)
 	if span <= 0 {
 		return 0
 	}
@@ -210,6 +210,18 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 			got.Add(int64(fs.NumRecords()))
 		}
 	}()
+	defer func() { stop(nil); <-consumed }()
+	// The producer starts once the consumer has the primer: on a loaded machine the consumer's first
+	// fetch can come later than the warm-up lasts, and the backlog it would then catch up on inflates
+	// the rate.
+	for deadline := time.Now().Add(10 * time.Second); got.Load() == 0; {
+		if time.Now().After(deadline) {
+			return 0, errors.New("end-to-end maximum: the consumer did not receive the primer in 10s")
+		}
+		if err := sleep(rctx, 5*time.Millisecond); err != nil {
+			return 0, context.Cause(rctx)
+		}
+	}
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
@@ -228,17 +240,7 @@ func (b *bench) maxEndToEndRate(ctx context.Context, size, parts int) (float64, 
 			prod.Produce(rctx, &kgo.Record{Key: keys[i%len(keys)], Value: v}, promise) // blocks while the buffer is full
 		}
 	}()
-	defer func() { stop(nil); <-produced; <-consumed }()
-	// The warm-up starts once the consumer has the primer: on a loaded machine its first fetch can come
-	// later than the warm-up lasts.
-	for deadline := time.Now().Add(10 * time.Second); got.Load() == 0; {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("end-to-end maximum: the consumer received nothing in 10s (%d records acknowledged)", acked.Load())
-		}
-		if err := sleep(rctx, 5*time.Millisecond); err != nil {
-			return 0, context.Cause(rctx)
-		}
-	}
+	defer func() { stop(nil); <-produced }()
 	if err := sleep(rctx, b.o.warmup); err != nil {
 		return 0, context.Cause(rctx) // the consumer's or producer's failure, or ctx's
 	}
@@ -338,7 +340,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 				got.Add(1)
 				if at, measured := readStamp(r.Value); measured {
 					lats = append(lats, now-at)
-					window.add(at, now)
+					window.add(now)
 				}
 			})
 		}
@@ -376,7 +378,7 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 	if p := perr.Load(); p != nil {
 		return latencyRun{}, *p
 	}
-	return latencyRun{lat: lats, cpu: cpu, achieved: window.rate()}, nil
+	return latencyRun{lat: lats, cpu: cpu, achieved: window.rate(measure)}, nil
 }
 
 // latencyBaseline does the same with Redis alone: the pacer hands each tick's records to one sender
@@ -434,7 +436,7 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 					v, _ := m.Values["value"].(string)
 					if at, measured := readStamp([]byte(v[:min(len(v), stampLen)])); measured {
 						lats = append(lats, now-at)
-						window.add(at, now)
+						window.add(now)
 					}
 				}
 			}
@@ -489,5 +491,5 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 	if err != nil {
 		return latencyRun{}, err
 	}
-	return latencyRun{lat: lats, cpu: cpu, achieved: window.rate()}, nil
+	return latencyRun{lat: lats, cpu: cpu, achieved: window.rate(measure)}, nil
 }
