@@ -77,11 +77,6 @@ func (w *deliveryWindow) rate(scheduled time.Duration) float64 {
 }
 
 func (b *bench) latencyPhase(ctx context.Context) error {
-	stopProfile, err := b.profilePhase("latency")
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	parts, size := b.o.latPartitions, b.o.latSize
 	warm := b.o.latDuration / 10
 	measure := b.o.latDuration / time.Duration(b.o.rounds)

@@ -88,11 +88,6 @@ func (r produceRun) plus(s produceRun) produceRun {
 }
 
 func (b *bench) producePhase(ctx context.Context) error {
-	stopProfile, err := b.profilePhase("produce")
-	if err != nil {
-		return err
-	}
-	defer stopProfile()
 	b.rep.meta("producer", fmt.Sprintf("franz-go, acks=-1, idempotent, linger=%v, max batch %d B, at most %d records buffered, no compression, round-robin partitioner, %d B keys; values are random bytes",
 		b.o.linger, b.o.batchBytes, b.o.buffered, b.o.keyBytes))
 	b.rep.meta("produce", fmt.Sprintf("each case: %d rounds of kgate then baseline, each run %v warm-up + %v measured; baseline: go-redis pipelined XADD * (ts, key, value) of the same records, batches of the records/batch kgate's requests carried, batches/request per pipeline, %d pipeline(s) in flight; MB/s counts values, 1 MB = 10^6 B",

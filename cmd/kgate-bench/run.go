@@ -70,16 +70,19 @@ func runWith(ctx context.Context, o options, rep *reporter) (err error) {
 		}
 	}
 	defer b.stopProfile()
+	// A phase's CPU profile (--cpuprofile-phase) covers the whole phase, but for consume, whose profile
+	// starts after its fill (profSelf: the phase starts it itself).
 	steps := []struct {
-		name string
-		fn   func(context.Context) error
+		name     string
+		fn       func(context.Context) error
+		profSelf bool
 	}{
-		{"produce", b.producePhase},
-		{"consume", b.consumePhase},
-		{"latency", b.latencyPhase},
-		{"commits", b.commitsPhase},
-		{"conns", b.connsPhase},
-		{"replay", b.replayPhase},
+		{"produce", b.producePhase, false},
+		{"consume", b.consumePhase, true},
+		{"latency", b.latencyPhase, false},
+		{"commits", b.commitsPhase, false},
+		{"conns", b.connsPhase, false},
+		{"replay", b.replayPhase, false},
 	}
 	for _, s := range steps {
 		if !o.phases[s.name] {
@@ -89,7 +92,16 @@ func runWith(ctx context.Context, o options, rep *reporter) (err error) {
 			return err
 		}
 		progress("phase %s", s.name)
-		if err := s.fn(ctx); err != nil {
+		stopProfile := func() {}
+		if !s.profSelf {
+			var err error
+			if stopProfile, err = b.profilePhase(s.name); err != nil {
+				return err
+			}
+		}
+		err := s.fn(ctx)
+		stopProfile()
+		if err != nil {
 			b.rep.print()
 			return fmt.Errorf("%s: %w", s.name, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,8 +115,10 @@ func TestReplayPhase(t *testing.T) {
 	if !redistest.Available() {
 		t.Fatal("redis-server is not on PATH")
 	}
+	prof := filepath.Join(t.TempDir(), "replay.prof")
 	o, err := parseFlags([]string{"--phases", "replay", "--sizes", "100", "--partitions", "4", "--rounds", "1",
-		"--duration", "300ms", "--warmup", "100ms", "--replay-batch", "20", "--replay-inflight", "2", "--json"})
+		"--duration", "300ms", "--warmup", "100ms", "--replay-batch", "20", "--replay-inflight", "2", "--json",
+		"--cpuprofile", prof, "--cpuprofile-phase", "replay"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,5 +143,9 @@ func TestReplayPhase(t *testing.T) {
 	}
 	if got.Case != "100B x 4p, 20/batch" {
 		t.Fatalf("case %q", got.Case)
+	}
+	// --cpuprofile-phase names any phase, not only those that start the profile themselves.
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Fatalf("no CPU profile of the replay phase: %v", err)
 	}
 }
