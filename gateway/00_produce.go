@@ -33,10 +33,6 @@ import (
 	"github.com/kgate/kgate/redisstore"
 )
 
-func (c *conn) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Response, error) {
-	return c.prepareProduce(ctx, req).append(ctx)
-}
-
 // produceJob is a produce request checked and decoded, with the response for every partition that
 // failed already filled in: the read loop prepares the next produce while the previous one is being
 // appended (conn.handleFrame).
@@ -106,12 +102,6 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 		j.resp.Topics = append(j.resp.Topics, st)
 	}
 	return j
-}
-
-// append stores the job's batches and completes its response (nil for acks=0).
-func (j *produceJob) append(ctx context.Context) (kmsg.Response, error) {
-	j.begin()
-	return j.complete(j.c.g.store.Append(ctx, j.batches))
 }
 
 // begin registers the job's appends with the tail cache and starts copying the records it keeps,

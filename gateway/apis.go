@@ -13,7 +13,7 @@ type apiHandler func(ctx context.Context, c *conn, req kmsg.Request) (kmsg.Respo
 
 type api struct {
 	min, max int16
-	handle   apiHandler
+	handle   apiHandler // nil for Produce, which the read loop hands to the append queue
 }
 
 // handle adapts a typed handler to the table.
@@ -36,7 +36,7 @@ var supportedAPIs map[int16]api
 
 func init() {
 	supportedAPIs = map[int16]api{
-		0:  {3, 9, handle((*conn).produce)},
+		0:  {3, 9, nil}, // Produce: never dispatched here; conn.handleFrame queues it (enqueueProduce)
 		1:  {4, 13, handle((*conn).fetch)},
 		2:  {0, 8, handle((*conn).listOffsets)},
 		3:  {0, 12, handle((*conn).metadata)},

@@ -171,10 +171,10 @@ func (s *Store) appendArgs(b *Batch) []any {
 	return a.args
 }
 
-// timeIndexStride is the fewest records between two time-index entries (written as 512 in batchLua).
+// timeIndexStride is the fewest records between two time-index entries (batchLua's TIME_INDEX_STRIDE).
 // The index is sparse, as Apache Kafka's is: OffsetForTime scans the records between two index points
 // (512-1,000 while timestamps keep rising; points come only where the maximum grows), and an append
-// adds an entry once per 512 records instead of once per batch. The partition's maximum timestamp and
+// adds an entry once per timeIndexStride records instead of once per batch. The partition's maximum timestamp and
 // its offset are kept exactly, in its meta hash.
 const timeIndexStride = 512
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -119,7 +118,7 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 		bp := percentiles(base.lat, .5, .99, .999)
 		notes := fmt.Sprintf("delivered %s rec/s (baseline %s), %d samples", fmtNum(k.achieved), fmtNum(base.achieved), len(k.lat))
 		if len(kp99) > 1 {
-			notes += "; p99 per round " + joinMs(kp99) + " (baseline " + joinMs(bp99) + ")"
+			notes += "; p99 per round " + joinNums(kp99) + " (baseline " + joinNums(bp99) + ")"
 		}
 		notes += maxNote
 		for j, m := range []string{"p50", "p99", "p999"} {
@@ -140,15 +139,6 @@ func (r latencyRun) plus(s latencyRun) latencyRun {
 	}
 	a, b := r.cpu.WallSec, s.cpu.WallSec
 	return latencyRun{lat: append(r.lat, s.lat...), achieved: (r.achieved*a + s.achieved*b) / (a + b), cpu: r.cpu.plus(s.cpu)}
-}
-
-// joinMs formats milliseconds as "a/b/c".
-func joinMs(ms []float64) string {
-	parts := make([]string, len(ms))
-	for i, v := range ms {
-		parts[i] = fmtNum(v)
-	}
-	return strings.Join(parts, "/")
 }
 
 // maxProduceRate is the produce phase's kgate figure for size and parts, or 0 when that phase did not

@@ -119,7 +119,11 @@ func (b *bench) producePhase(ctx context.Context) error {
 			cs := fmt.Sprintf("%s x %dp", sizeName(size), parts)
 			notes := fmt.Sprintf("%.1f rec/batch, %.1f batches/req", k.perBatch, k.perReq)
 			if spread := roundSpread(ratios); spread != "" {
-				notes += "; " + spread + "; rec/batch per round " + joinRounds(ks, func(r produceRun) float64 { return r.perBatch })
+				sizes := make([]float64, len(ks))
+				for i, r := range ks {
+					sizes[i] = r.perBatch
+				}
+				notes += "; " + spread + "; rec/batch per round " + joinNums(sizes)
 			}
 			b.rep.add(withBaseline(result{Phase: "produce", Case: cs, Metric: "throughput", Unit: "rec/s",
 				Kgate: k.rate, KgateCPU: &k.cpu, BaselineCPU: &base.cpu, Notes: notes, RoundRatios: ratios}, base.rate))

@@ -283,11 +283,11 @@ func (r *reporter) addCPUPerRecord(phase, cs string, k cpuUse, kRecords float64,
 		Notes: "proc = kgate + franz-go client vs the go-redis client"}, bp))
 }
 
-// joinRounds formats f of each round's run as "a/b/c", to the nearest whole number.
-func joinRounds[R any](runs []R, f func(R) float64) string {
-	parts := make([]string, len(runs))
-	for i, r := range runs {
-		parts[i] = fmt.Sprintf("%.0f", f(r))
+// joinNums formats vs as "a/b/c" (fmtNum each).
+func joinNums(vs []float64) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmtNum(v)
 	}
 	return strings.Join(parts, "/")
 }

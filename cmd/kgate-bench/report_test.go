@@ -45,8 +45,8 @@ func TestLatencyRunPlus(t *testing.T) {
 	if len(sum.lat) != 3 || sum.achieved != 325 || sum.cpu.WallSec != 4 {
 		t.Fatalf("sum %+v", sum)
 	}
-	if got := joinMs([]float64{1.234, 56.7}); got != "1.23/56.7" {
-		t.Fatalf("joinMs: %q", got)
+	if got := joinNums([]float64{1.234, 56.7}); got != "1.23/56.7" {
+		t.Fatalf("joinNums: %q", got)
 	}
 }
 
