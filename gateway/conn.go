@@ -136,11 +136,12 @@ type appendQueue struct {
 	mu      sync.Mutex
 	cond    *sync.Cond // created on first use; signalled on every change below
 	jobs    []*queuedProduce
-	held    int   // requests queued or being appended
-	bytes   int   // their frame bytes
-	running bool  // runAppends has been started and has not returned
-	closing bool  // the connection's read loop ended: runAppends returns once the queue is empty
-	err     error // the failure that ended the connection
+	held    int           // requests queued or being appended
+	bytes   int           // their frame bytes
+	running bool          // runAppends has been started and has not finished
+	stopped chan struct{} // closed when runAppends has returned (nil until it starts)
+	closing bool          // the connection's read loop ended: runAppends returns once the queue is empty
+	err     error         // the failure that ended the connection
 }
 
 type queuedProduce struct {
@@ -194,7 +195,8 @@ func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
 	q.bytes += p.size
 	if !q.running {
 		q.running = true
-		go c.runAppends(ctx)
+		q.stopped = make(chan struct{})
+		go c.runAppends(ctx, q.stopped)
 	} else if len(q.jobs) == 1 {
 		q.cond.Broadcast()
 	}
@@ -213,24 +215,29 @@ func (c *conn) awaitAppends() error {
 	return q.err
 }
 
-// stopAppends answers what is queued, stops the appending goroutine and waits for it to return.
+// stopAppends stops the appending goroutine once it has answered what is queued (or drops what is
+// queued after a failure), waits for it to return, and returns the failure, if any.
 func (c *conn) stopAppends() error {
 	q := &c.appends
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.closing = true
 	if q.cond != nil {
 		q.cond.Broadcast()
 	}
-	for q.running {
-		q.cond.Wait()
+	stopped := q.stopped
+	q.mu.Unlock()
+	if stopped != nil {
+		<-stopped
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	return q.err
 }
 
 // runAppends appends and answers the queued produce requests, all that are queued at a time, until the
 // connection closes (stopAppends) or a response cannot be written (the connection is then closed).
-func (c *conn) runAppends(ctx context.Context) {
+func (c *conn) runAppends(ctx context.Context, stopped chan struct{}) {
+	defer close(stopped)
 	q := &c.appends
 	for {
 		q.mu.Lock()

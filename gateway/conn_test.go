@@ -18,6 +18,8 @@ import (
 	"github.com/kgate/kgate/redisstore"
 )
 
+var goroutineID = regexp.MustCompile(`^goroutine (\d+) `)
+
 // appenderIDs are the goroutine ids of the gateway's connection appenders (runAppends).
 func appenderIDs() []string {
 	buf := make([]byte, 1<<20)
@@ -25,7 +27,7 @@ func appenderIDs() []string {
 	var ids []string
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
 		if bytes.Contains(g, []byte("gateway.(*conn).runAppends")) {
-			ids = append(ids, regexp.MustCompile(`^goroutine (\d+) `).FindStringSubmatch(string(g))[1])
+			ids = append(ids, goroutineID.FindStringSubmatch(string(g))[1])
 		}
 	}
 	return ids
@@ -35,30 +37,7 @@ func appenderIDs() []string {
 // appended by the one goroutine its first produce started, and that goroutine returns when the
 // connection closes.
 func TestConnectionAppenderLivesWithTheConnection(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	store, err := redisstore.Open(ctx, redisstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
-	g := New(Config{}, store, zerolog.Nop())
-	client, server := net.Pipe()
-	if !g.track(server) {
-		t.Fatal("track refused")
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		g.serveConn(server)
-	}()
-	defer func() {
-		client.Close()
-		<-served
-	}()
+	ctx, client, served := serveTestConn(t)
 	if ids := appenderIDs(); len(ids) != 0 {
 		t.Fatalf("appenders before any produce: %v", ids)
 	}
@@ -87,11 +66,114 @@ func TestConnectionAppenderLivesWithTheConnection(t *testing.T) {
 	}
 }
 
+// TestConnectionAnswersInOrder: produces queued for the appender and a request behind them, written at
+// once, are answered in request order; the connection then closes with its appender.
+func TestConnectionAnswersInOrder(t *testing.T) {
+	ctx, client, served := serveTestConn(t)
+	var frames []byte
+	for i := range 3 {
+		frames = append(frames, produceFrame(t, int32(i+1))...)
+	}
+	frames = append(frames, apiVersionsFrame(4)...)
+	go func() { _, _ = client.Write(frames) }() // net.Pipe: the write returns once the gateway read it all
+	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+	for want := int32(1); want <= 4; want++ {
+		if got, _ := readResponse(t, client); got != want {
+			t.Fatalf("response with correlation id %d, want %d (out of order)", got, want)
+		}
+	}
+	client.Close()
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("connection not closed")
+	}
+	if ids := appenderIDs(); len(ids) != 0 {
+		t.Fatalf("appenders after the connection closed: %v", ids)
+	}
+}
+
+// TestConnectionClosedWithAnswersPending: a client that sends produces and closes without reading the
+// answers (the appender fails writing them) leaves no appender and no connection behind.
+func TestConnectionClosedWithAnswersPending(t *testing.T) {
+	ctx, client, served := serveTestConn(t)
+	var frames []byte
+	for i := range 3 {
+		frames = append(frames, produceFrame(t, int32(i+1))...)
+	}
+	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := client.Write(frames); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	client.Close()
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("connection not closed")
+	}
+	if ids := appenderIDs(); len(ids) != 0 {
+		t.Fatalf("appenders after the connection closed: %v", ids)
+	}
+}
+
+// serveTestConn serves one in-memory connection on a gateway over the embedded store (topic
+// "appender", one partition); served is closed when the gateway is done with the connection.
+func serveTestConn(t *testing.T) (ctx context.Context, client net.Conn, served chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	store, err := redisstore.Open(ctx, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	g := New(Config{}, store, zerolog.Nop())
+	client, server := net.Pipe()
+	if !g.track(server) {
+		t.Fatal("track refused")
+	}
+	served = make(chan struct{})
+	go func() {
+		defer close(served)
+		g.serveConn(server)
+	}()
+	t.Cleanup(func() {
+		client.Close()
+		<-served
+	})
+	return ctx, client, served
+}
+
 // produce sends one acks=-1 Produce of one record to partition 0 of "appender" and checks its answer.
 func produce(t *testing.T, nc net.Conn, corr int32, wantOffset int64) {
 	t.Helper()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write(produceFrame(t, corr)); err != nil {
+		t.Fatalf("write produce: %v", err)
+	}
+	got, body := readResponse(t, nc)
+	if got != corr {
+		t.Fatalf("correlation id %d, want %d", got, corr)
+	}
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	if err := resp.ReadFrom(body[1:]); err != nil { // after the flexible header's tags
+		t.Fatalf("decode produce response: %v", err)
+	}
+	sp := resp.Topics[0].Partitions[0]
+	if sp.ErrorCode != 0 || sp.BaseOffset != wantOffset {
+		t.Fatalf("produce: error %d base offset %d, want 0 and %d", sp.ErrorCode, sp.BaseOffset, wantOffset)
+	}
+}
+
+// produceFrame is a v9 acks=-1 Produce of one record to partition 0 of "appender".
+func produceFrame(t *testing.T, corr int32) []byte {
+	t.Helper()
+	now := time.Now().UnixMilli()
 	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
-		PartitionLeaderEpoch: -1, FirstTimestamp: time.Now().UnixMilli(), MaxTimestamp: time.Now().UnixMilli(),
+		PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 1,
 		Records: []protocol.Record{{Value: []byte("v")}},
 	}, protocol.CodecNone)
@@ -106,20 +188,34 @@ func produce(t *testing.T, nc net.Conn, corr int32, wantOffset int64) {
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	return requestFrame(req, corr)
+}
 
-	frame := make([]byte, 4, 64+len(batch))
+// apiVersionsFrame is a v3 ApiVersions request.
+func apiVersionsFrame(corr int32) []byte {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "t", "1"
+	return requestFrame(req, corr)
+}
+
+// requestFrame frames a flexible-version request (header v2, client id "t").
+func requestFrame(req kmsg.Request, corr int32) []byte {
+	frame := make([]byte, 4, 64)
 	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
-	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Version))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
 	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
-	frame = binary.BigEndian.AppendUint16(frame, 1) // client id "t"
+	frame = binary.BigEndian.AppendUint16(frame, 1)
 	frame = append(frame, 't')
-	frame = append(frame, 0) // tagged fields (flexible header)
+	frame = append(frame, 0) // tagged fields
 	frame = req.AppendTo(frame)
 	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := nc.Write(frame); err != nil {
-		t.Fatalf("write produce: %v", err)
-	}
+	return frame
+}
+
+// readResponse reads one response frame: its correlation id and the rest.
+func readResponse(t *testing.T, nc net.Conn) (int32, []byte) {
+	t.Helper()
 	var size [4]byte
 	if _, err := io.ReadFull(nc, size[:]); err != nil {
 		t.Fatalf("read response: %v", err)
@@ -128,16 +224,5 @@ func produce(t *testing.T, nc net.Conn, corr int32, wantOffset int64) {
 	if _, err := io.ReadFull(nc, body); err != nil {
 		t.Fatalf("read response: %v", err)
 	}
-	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
-		t.Fatalf("correlation id %d, want %d", got, corr)
-	}
-	resp := kmsg.NewPtrProduceResponse()
-	resp.Version = req.Version
-	if err := resp.ReadFrom(body[5:]); err != nil { // correlation id, then the flexible header's tags
-		t.Fatalf("decode produce response: %v", err)
-	}
-	sp := resp.Topics[0].Partitions[0]
-	if sp.ErrorCode != 0 || sp.BaseOffset != wantOffset {
-		t.Fatalf("produce: error %d base offset %d, want 0 and %d", sp.ErrorCode, sp.BaseOffset, wantOffset)
-	}
+	return int32(binary.BigEndian.Uint32(body)), body[4:]
 }
