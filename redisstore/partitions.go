@@ -413,6 +413,7 @@ type ReadResult struct {
 	Offsets
 	Records []Record
 	Err     error
+	short   *readPiece // a piece with a fixed end that came back short of it (see mergeParts)
 }
 
 // Read runs every request in one pipeline. A request outside [Start, End] gets no records (the caller
@@ -440,17 +441,51 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	}
 	s.readPieces(ctx, reqs, parts[0], true, out)
 	wg.Wait()
-	for j := 1; j < len(parts); j++ {
+	s.mergeParts(ctx, reqs, out, more[1:])
+	return out
+}
+
+// mergeParts appends to out (the first part's results) the records of the later parts, in part order.
+// The first part reads the offsets before its own entries, so every entry below End existed when it
+// ran; a later part may have run before that, and a piece of it that found the stream ending inside
+// its range (short of its fixed end) leaves a gap before what a still later part found appended
+// meanwhile. A consumer given records past a gap never asks for the ones in it, so such a request's
+// records from that piece on are read again, below End, in one more round trip.
+func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadResult, more [][]ReadResult) {
+	var again []readPiece
+	cut := make([]bool, len(reqs))
+	for _, part := range more {
 		for i := range out {
+			m := &part[i]
 			if out[i].Err == nil {
-				out[i].Err = more[j][i].Err
+				out[i].Err = m.Err
 			}
-			if len(more[j][i].Records) > 0 && out[i].Err == nil {
-				out[i].Records = append(out[i].Records, out[i].Offsets.Clip(more[j][i].Records, reqs[i].Offset)...)
+			if out[i].Err != nil || cut[i] {
+				continue
+			}
+			if m.short != nil && m.short.from < out[i].End {
+				cut[i] = true
+				again = append(again, readPiece{req: i, from: m.short.from, to: out[i].End - 1,
+					count: reqs[i].Offset + reqs[i].Count - m.short.from})
+				continue
+			}
+			if len(m.Records) > 0 {
+				out[i].Records = append(out[i].Records, out[i].Offsets.Clip(m.Records, reqs[i].Offset)...)
 			}
 		}
 	}
-	return out
+	if len(again) == 0 {
+		return
+	}
+	res := make([]ReadResult, len(reqs))
+	s.readPieces(ctx, reqs, again, false, res)
+	for _, p := range again {
+		if err := res[p.req].Err; err != nil {
+			out[p.req].Err = err
+			continue
+		}
+		out[p.req].Records = append(out[p.req].Records, out[p.req].Offsets.Clip(res[p.req].Records, reqs[p.req].Offset)...)
+	}
 }
 
 // A read expecting readSplitMin entries or more is split in parts of at least half that many, at
@@ -549,6 +584,9 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 		if err != nil {
 			o.Err = err
 			continue
+		}
+		if p.to >= 0 && int64(len(recs)) < p.count && (len(recs) == 0 || recs[len(recs)-1].Offset < p.to) {
+			o.short = &pieces[i]
 		}
 		if metas {
 			recs = o.Offsets.Clip(recs, reqs[p.req].Offset)

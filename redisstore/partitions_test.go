@@ -1018,3 +1018,49 @@ func TestSplitBatches(t *testing.T) {
 		t.Errorf("split of batches naming partition 0 twice: %v", got)
 	}
 }
+
+// TestReadSplitRacingAnAppend: a later part of a split read that ran before an append, and found the
+// stream ending inside its range, must not leave a gap before the records a still later part found
+// appended: the parts are run here in the worst order (the first part, which reads the offsets, last).
+func TestReadSplitRacingAnAppend(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	s := openStore(t, Options{Addrs: []string{standalone.Addr}})
+	mustCreateTopic(t, s, "race", 1)
+	appendN := func(n int) {
+		t.Helper()
+		if res := s.Append(t.Context(), []*Batch{{Topic: "race", Partition: 0, Records: plain("r", n), ProducerID: -1}}); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+	appendN(600) // offsets 0-599
+	reqs := []ReadRequest{{Topic: "race", Partition: 0, Offset: 0, Count: 1025}}
+	parts := splitReads(reqs, readSplitMin, readSplitMax)
+	if len(parts) != 4 || parts[2][0].from > 599 || parts[2][0].to <= 599 {
+		t.Fatalf("split %v: want four parts, the third across offset 599", parts)
+	}
+	more := make([][]ReadResult, len(parts))
+	for j := range parts {
+		more[j] = make([]ReadResult, len(reqs))
+	}
+	s.readPieces(t.Context(), reqs, parts[2], false, more[2]) // finds the stream ending at 599
+	appendN(400)                                                // offsets 600-999
+	s.readPieces(t.Context(), reqs, parts[3], false, more[3])
+	s.readPieces(t.Context(), reqs, parts[1], false, more[1])
+	out := make([]ReadResult, len(reqs))
+	s.readPieces(t.Context(), reqs, parts[0], true, out) // high watermark 1000
+	s.mergeParts(t.Context(), reqs, out, more[1:])
+	if out[0].Err != nil || out[0].End != 1000 {
+		t.Fatalf("read: %v, end %d", out[0].Err, out[0].End)
+	}
+	got := offsetsOf(out[0].Records)
+	for i, off := range got {
+		if off != int64(i) {
+			t.Fatalf("record %d has offset %d (of %d records): a gap", i, off, len(got))
+		}
+	}
+	if len(got) != 1000 {
+		t.Fatalf("%d records, want 1000", len(got))
+	}
+}
