@@ -92,7 +92,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		ContextTimeoutEnabled: true,
 		PoolSize:              opts.PoolSize,
 		IsClusterMode:         opts.Cluster,
-		MaxRetries:            2,
+		// No resending by the client library: a connection that fails after Redis ran an append but
+		// before its reply arrived would have the append run twice, a batch without idempotence
+		// stored twice while its producer hears of it once. A failure is answered as a retriable
+		// Kafka error and the Kafka client decides (TestAppendReplyLostIsNotResent).
+		MaxRetries: -1,
 	}
 	if opts.Cluster {
 		s.rdb = redis.NewClusterClient(uo.Cluster())
