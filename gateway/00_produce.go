@@ -173,6 +173,13 @@ func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response,
 
 var errAcksZeroFailed = errors.New("gateway: acks=0 produce failed")
 
+// maxRecordHeaders bounds the headers of one record (Apache Kafka sets none): each header is a field
+// of the record's stream entry, and the append script of Redis < 7 and the embedded store passes a
+// record's fields to XADD as Lua values, of which a call takes a few thousand at most; a record with
+// more could leave earlier records of its batch stored past the high watermark. One bound for every
+// store, so a batch means the same everywhere (docs/COMPATIBILITY.md).
+const maxRecordHeaders = 1000
+
 // decodeProduceBatch validates and decodes one partition's records into a store batch.
 func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64) (*redisstore.Batch, int16) {
 	decoded, err := protocol.DecodeBatches(rp.Records, int(g.cfg.MaxFrameBytes))
@@ -187,8 +194,19 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 		return nil, kerr.InvalidRecord.Code
 	}
 	pb := &decoded[0]
-	if pb.Transactional() || pb.Control() {
+	switch {
+	// Apache Kafka's checks of a client's batch (LogValidator): the offset range matches the record
+	// count, no control records, a sequence wherever there is a producer id.
+	case int64(pb.LastOffsetDelta)+1 != int64(len(pb.Records)), pb.Control(),
+		pb.ProducerID >= 0 && pb.BaseSequence < 0:
+		return nil, kerr.InvalidRecord.Code
+	case pb.Transactional():
 		return nil, kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	for i := range pb.Records {
+		if len(pb.Records[i].Headers) > maxRecordHeaders {
+			return nil, kerr.InvalidRecord.Code
+		}
 	}
 	b := &redisstore.Batch{
 		Topic:         topic,

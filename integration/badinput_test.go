@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/protocol"
 )
 
 // Bad input over raw TCP: each case gets a precise Kafka error or a closed connection, never a panic
@@ -162,6 +164,68 @@ func TestProduceBadBatches(t *testing.T) {
 		bad := produceReq("crc", 0, 2, good)
 		if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, bad)); sp.ErrorCode != kerr.InvalidRequiredAcks.Code {
 			t.Errorf("acks=2: error %d, want INVALID_REQUIRED_ACKS", sp.ErrorCode)
+		}
+		c.apiVersionsOK()
+	})
+}
+
+// TestProduceInvalidRecords: batches Apache Kafka refuses with INVALID_RECORD are refused so and
+// store nothing: an offset range that does not match the record count, a producer id without a
+// sequence, a control batch, and (kgate's own bound) a record with more than 1,000 headers; a record
+// with 1,000 is stored, headers in order.
+func TestProduceInvalidRecords(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 5, nil, "invalid")
+		now := time.Now().UnixMilli()
+		build := func(pb protocol.Batch) []byte {
+			pb.PartitionLeaderEpoch, pb.FirstTimestamp, pb.MaxTimestamp = -1, now, now
+			out, err := protocol.AppendCompressedBatch(nil, pb, protocol.CodecNone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		rec := func(delta int32, headers int) protocol.Record {
+			r := protocol.Record{OffsetDelta: delta, Timestamp: now, Value: []byte("v")}
+			for h := range headers {
+				r.Headers = append(r.Headers, protocol.Header{Key: fmt.Sprintf("h%d", h), Value: []byte{byte(h)}})
+			}
+			return r
+		}
+		cases := []struct {
+			name  string
+			batch []byte
+			want  int16
+		}{
+			{"offset deltas 0, 4, 9 for three records", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0), rec(4, 0), rec(9, 0)}}), kerr.InvalidRecord.Code},
+			{"producer id without a sequence", build(protocol.Batch{ProducerID: 7, ProducerEpoch: 0, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
+			{"control batch", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: 0x30,
+				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
+			{"1,001 headers", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 1), rec(1, 1001)}}), kerr.InvalidRecord.Code},
+			{"1,000 headers", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 1), rec(1, 1000)}}), 0},
+		}
+		c := dialRaw(t, g.Addr)
+		for p, tc := range cases {
+			req := produceReq("invalid", int32(p), -1, tc.batch)
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, req))
+			if sp.ErrorCode != tc.want {
+				t.Errorf("%s: error %d, want %d", tc.name, sp.ErrorCode, tc.want)
+			}
+			n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{invalid:%d}", g.Namespace, p)).Result()
+			if wantN := int64(map[bool]int{true: 2}[tc.want == 0]); err != nil || n != wantN {
+				t.Errorf("%s: XLEN %d, %v; want %d", tc.name, n, err, wantN)
+			}
+		}
+		fetched := fetchedRecords(t, fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("invalid", [16]byte{}, 4, 0, 1<<20))))
+		if len(fetched) != 1 || len(fetched[0].Records) != 2 || len(fetched[0].Records[1].Headers) != 1000 ||
+			fetched[0].Records[1].Headers[999].Key != "h999" {
+			t.Fatalf("the record with 1,000 headers came back as %+v", fetched)
 		}
 		c.apiVersionsOK()
 	})

@@ -1064,3 +1064,24 @@ func TestReadSplitRacingAnAppend(t *testing.T) {
 		t.Fatalf("%d records, want 1000", len(got))
 	}
 }
+
+// TestAppendRecordWithManyHeaders: a record with as many headers as the gateway lets through (1,000)
+// is stored and read back whole by every store, the embedded one's append script included.
+func TestAppendRecordWithManyHeaders(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		mustCreateTopic(t, s, "headers", 1)
+		r := Record{Timestamp: 1, Value: []byte("v")}
+		for h := range 1000 {
+			r.Headers = append(r.Headers, Header{Key: fmt.Sprintf("h%d", h), Value: []byte{byte(h)}})
+		}
+		b := &Batch{Topic: "headers", Partition: 0, Records: []Record{{Timestamp: 1, Value: []byte("first")}, r}, ProducerID: -1}
+		if res := s.Append(t.Context(), []*Batch{b}); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		got := s.Read(t.Context(), []ReadRequest{{Topic: "headers", Partition: 0, Offset: 0, Count: 10}})
+		if got[0].Err != nil || len(got[0].Records) != 2 || len(got[0].Records[1].Headers) != 1000 ||
+			got[0].Records[1].Headers[999].Key != "h999" || got[0].Records[1].Headers[999].Value[0] != byte(999%256) {
+			t.Fatalf("read back: %v, %d records", got[0].Err, len(got[0].Records))
+		}
+	})
+}
