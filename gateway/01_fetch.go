@@ -354,22 +354,10 @@ func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redissto
 	}
 	since := tail.now() // before the high watermarks are read
 	results := c.g.store.Read(ctx, reqs)
-	var missed []int
 	for j, i := range cached {
 		reqs[i].Count = counts[j]
-		r := &results[i]
-		if r.Err != nil || parts[i].offset < r.Start || parts[i].offset > r.End {
-			continue // answered from the offsets alone
-		}
-		if recs := tail.await(ctx, parts[i].key, parts[i].topicID, parts[i].offset, r.End, since, tailWait); recs != nil {
-			r.Records = recs
-			tailCacheOutcome(true)
-		} else {
-			missed = append(missed, i)
-			tailCacheOutcome(false)
-		}
 	}
-	if len(missed) > 0 {
+	if missed := awaitCached(ctx, tail, parts, results, cached, since); len(missed) > 0 {
 		again := make([]redisstore.ReadRequest, len(missed))
 		for j, i := range missed {
 			again[j] = reqs[i]
@@ -379,6 +367,27 @@ func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redissto
 		}
 	}
 	return results
+}
+
+// awaitCached fills in the records of the cached partitions (their offsets in results) from the tail
+// cache, waiting for this gateway's appends in flight at most tailWait in all, however many
+// partitions wait, and returns those the cache does not hold up to the high watermark.
+func awaitCached(ctx context.Context, tail *tailCache, parts []fetchPart, results []redisstore.ReadResult, cached []int, since uint64) (missed []int) {
+	deadline := time.Now().Add(tailWait)
+	for _, i := range cached {
+		r := &results[i]
+		if r.Err != nil || parts[i].offset < r.Start || parts[i].offset > r.End {
+			continue // answered from the offsets alone
+		}
+		if recs := tail.await(ctx, parts[i].key, parts[i].topicID, parts[i].offset, r.End, since, time.Until(deadline)); recs != nil {
+			r.Records = recs
+			tailCacheOutcome(true)
+		} else {
+			missed = append(missed, i)
+			tailCacheOutcome(false)
+		}
+	}
+	return missed
 }
 
 // nextOffset is the offset after the first n records of recs at or after from (from when n is 0).

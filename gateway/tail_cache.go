@@ -164,7 +164,7 @@ func (tc *tailCache) drop(k partKey, p *tailPart) {
 // (an empty, non-nil slice when from == to and the cache reaches from), else nil. When it does not
 // hold them yet while this gateway has appends to the partition in flight (Redis moves the high
 // watermark before the gateway has parsed its reply and recorded them), it waits for those appends,
-// at most maxWait. to is a high watermark read after the cache's clock showed since: a cache reaching
+// at most maxWait (not at all when it is not positive). to is a high watermark read after the cache's clock showed since: a cache reaching
 // past it without an append since then holds records Redis does not have (a topic deleted and created
 // again) and is dropped, as a high watermark never goes back; one appended to since merely moved on
 // after the read.
@@ -182,6 +182,9 @@ func (tc *tailCache) await(ctx context.Context, k partKey, id [16]byte, from, to
 		}
 		wake := tc.wake
 		tc.mu.Unlock()
+		if maxWait <= 0 {
+			return nil
+		}
 		if timer == nil {
 			timer = time.NewTimer(maxWait)
 			defer timer.Stop()

@@ -301,3 +301,29 @@ func TestTailCacheOwnAppend(t *testing.T) {
 		t.Fatalf("read at 7: ok %v, %v, %+v", ok, values(recs), offs)
 	}
 }
+
+// TestAwaitCachedBoundOverall: a fetch whose partitions all wait for appends in flight that never
+// answer gives up after tailWait in all, not tailWait per partition.
+func TestAwaitCachedBoundOverall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tc := newTailCache(1 << 20)
+		id := [16]byte{1}
+		var parts []fetchPart
+		var results []redisstore.ReadResult
+		var cached []int
+		for p := range int32(8) {
+			k := partKey{"t", p}
+			tc.watch([]partKey{k})
+			tc.add(k, id, appended{base: 0}, copyBatch(tailRecords("a", 2), 0))
+			tc.begin([]partKey{k}) // in flight, never finished
+			parts = append(parts, fetchPart{key: k, topicID: id, offset: 1})
+			results = append(results, redisstore.ReadResult{Offsets: redisstore.Offsets{Start: 0, End: 5}})
+			cached = append(cached, int(p))
+		}
+		start := time.Now()
+		missed := awaitCached(t.Context(), tc, parts, results, cached, tc.now())
+		if waited := time.Since(start); waited != tailWait || len(missed) != len(parts) {
+			t.Fatalf("missed %v after %v, want all %d after %v", missed, waited, len(parts), tailWait)
+		}
+	})
+}
