@@ -11,7 +11,7 @@ var errUnknownTopicID = errors.New("gateway: unknown topic id")
 // recordSizes remembers per partition the average size of its records and the high watermark its last
 // read saw, so a fetch asks Redis for about as many entries as fit its byte limits instead of reading
 // far more and discarding them. An entry is created once and then updated in place (no allocation
-// per fetch).
+// per fetch), and dropped with its topic (forgetSizing).
 var recordSizes = struct {
 	sync.RWMutex
 	m map[partKey]*partSizing
@@ -43,6 +43,18 @@ func sizingOf(k partKey) *partSizing {
 		recordSizes.m[k] = ps
 	}
 	return ps
+}
+
+// forgetSizing drops what recordSizes holds of topic's partitions: the topic was deleted (or created
+// again, its records and high watermarks no longer those seen).
+func forgetSizing(topic string) {
+	recordSizes.Lock()
+	defer recordSizes.Unlock()
+	for k := range recordSizes.m {
+		if k.topic == topic {
+			delete(recordSizes.m, k)
+		}
+	}
 }
 
 // count is how many entries to read for maxBytes of records.

@@ -107,3 +107,49 @@ func TestWantReadAhead(t *testing.T) {
 		t.Fatal("read-ahead still refused after one was used")
 	}
 }
+
+// TestSizingForgottenWithTopic: the fetch sizing of a topic's partitions goes when the topic cache
+// finds the topic deleted or created again (through any gateway), so it does not grow with every
+// topic ever read.
+func TestSizingForgottenWithTopic(t *testing.T) {
+	ctx := t.Context()
+	store, err := redisstore.Open(ctx, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, name := range []string{"gone", "again", "kept"} {
+		if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, ID: [16]byte{name[0]}, Partitions: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := newTopicCache(store)
+	if err := cache.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	has := func(topic string) bool {
+		recordSizes.RLock()
+		defer recordSizes.RUnlock()
+		_, ok := recordSizes.m[partKey{topic, 1}]
+		return ok
+	}
+	for _, name := range []string{"gone", "again", "kept"} {
+		sizingOf(partKey{name, 1}).end.Store(7)
+	}
+	if err := store.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.DeleteTopic(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "again", ID: [16]byte{'A'}, Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if has("gone") || has("again") || !has("kept") {
+		t.Fatalf("sizing kept: gone %v, again %v, kept %v; want false, false, true", has("gone"), has("again"), has("kept"))
+	}
+	forgetSizing("kept")
+}

@@ -41,8 +41,14 @@ func (c *topicCache) refresh(ctx context.Context) error {
 		byID[t.ID] = n
 	}
 	c.mu.Lock()
+	old := c.byName
 	c.byName, c.byID, c.loaded = all, byID, time.Now()
 	c.mu.Unlock()
+	for name, t := range old {
+		if now, ok := all[name]; !ok || now.ID != t.ID {
+			forgetSizing(name) // deleted, or created again, through any gateway
+		}
+	}
 	return nil
 }
 
