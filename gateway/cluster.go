@@ -170,14 +170,26 @@ func (g *Gateway) refreshMembership(ctx context.Context) {
 
 // publishAppend tells other gateways that a partition grew, so their long-polling fetches wake up.
 // With one live gateway there is no one to tell. The send never blocks the produce path: when the
-// publisher is behind, the partition is marked and published with its next batch.
+// publisher is behind (its queue full), the partition is marked and published with its next batch.
 func (g *Gateway) publishAppend(topic string, partition int32) {
 	if !g.multi.Load() {
 		return
 	}
+	m := redisstore.AppendMessage(topic, partition)
 	select {
-	case g.appends <- redisstore.AppendMessage(topic, partition):
+	case g.appends <- m:
+		return
 	default:
+	}
+	g.unsentMu.Lock()
+	if g.unsent == nil {
+		g.unsent = map[string]struct{}{}
+	}
+	g.unsent[m] = struct{}{}
+	g.unsentMu.Unlock()
+	select {
+	case g.appends <- "": // wakes the publisher should it have emptied its queue meanwhile
+	default: // still full: the publisher comes round again
 	}
 }
 
@@ -199,6 +211,16 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 			default:
 				break drain
 			}
+		}
+		g.unsentMu.Lock()
+		for m := range g.unsent {
+			batch[m] = struct{}{}
+		}
+		clear(g.unsent)
+		g.unsentMu.Unlock()
+		delete(batch, "") // a wake-up only
+		if len(batch) == 0 {
+			continue
 		}
 		parts := make([]string, 0, len(batch))
 		for m := range batch {

@@ -121,7 +121,9 @@ type Gateway struct {
 	started  time.Time
 	multi    atomic.Bool // more than one live gateway: publish appends for remote long-polls
 	fenced   atomic.Bool // registration lost past the node timeout: coordinate nothing
-	appends  chan string // partitions to publish, drained by runAppendPublisher
+	appends  chan string // partitions to publish, drained by runAppendPublisher ("": a wake-up only)
+	unsentMu sync.Mutex
+	unsent   map[string]struct{} // partitions to publish that found appends full
 }
 
 // New builds a gateway; Listen binds the Kafka listener and Serve runs it.
