@@ -215,6 +215,8 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 		ProducerID:    pb.ProducerID,
 		ProducerEpoch: pb.ProducerEpoch,
 		BaseSequence:  pb.BaseSequence,
+		// A topic deleted while this request was on its way must not come back with its records.
+		KnownPartition: t.PartitionMeta,
 	}
 	if b.ProducerID < 0 {
 		b.ProducerID = -1

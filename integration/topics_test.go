@@ -343,3 +343,36 @@ func TestMetadataAutoCreateAndTopicIDs(t *testing.T) {
 		}
 	})
 }
+
+// TestProduceToTopicDeletedElsewhere: a produce reaching a gateway whose registry view (up to a second
+// old) still has a topic another gateway has just deleted is refused with UNKNOWN_TOPIC_OR_PARTITION
+// and brings none of the topic's keys back, so the topic created again starts empty.
+func TestProduceToTopicDeletedElsewhere(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		peer := startPeer(t, b, g, 2)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "elsewhere")
+		c := dialRaw(t, g.Addr)
+		produceValues(t, c, "elsewhere", "before") // g's registry view now has the topic
+		if err := peer.Store.DeleteTopic(ctx, "elsewhere"); err != nil {
+			t.Fatal(err)
+		}
+		sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9,
+			produceReq("elsewhere", 0, -1, rawBatch(t, -1, -1, -1, time.Now().UnixMilli(), "after"))))
+		if sp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("produce to the deleted topic: error %d, want UNKNOWN_TOPIC_OR_PARTITION", sp.ErrorCode)
+		}
+		for _, kind := range []string{"stream", "meta"} {
+			key := g.Namespace + ":" + kind + ":{elsewhere:0}"
+			if n, err := g.Store.Client().Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Fatalf("%s came back (%d, %v)", key, n, err)
+			}
+		}
+		mustCreateTopics(t, ctx, newAdmin(t, peer), 1, nil, "elsewhere")
+		offs, err := g.Store.PartitionOffsets(ctx, "elsewhere", []int32{0})
+		if err != nil || offs[0].End != 0 {
+			t.Fatalf("the topic created again: end %v, %v; want 0", offs, err)
+		}
+	})
+}

@@ -44,15 +44,20 @@ var ErrStreamConflict = errors.New("redisstore: partition stream was written out
 // batches are then appended one by one for their exact answers.
 // KEYS: stream, meta, tindex, producers. ARGV: producer id (-1: none), epoch, base sequence, n, k, then
 // k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate), then m and
-// the m batch sizes.
+// the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition).
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
-// | -3 run refused}.
+// | -3 run refused}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
+// (UNKNOWN_TOPIC_OR_PARTITION), and the stream the XADDs created goes.
 var finishScript = batchLua + removePastLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + 2 * k])
-local nxt, start, tix, st = readMeta(meta, pid)
+local nxt, start, tix, st, known = readMeta(meta, pid)
+if not known and ARGV[7 + 2 * k + m] == '1' then
+  redis.call('DEL', stream)
+  return {-1, 3}
+end
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then return {-1, -2} end
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)
@@ -98,8 +103,8 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		nargs += 5 + 2*fc
 	}
 	subs := max(len(b.runOf), 1)
-	nints += 2*cands + 1 + subs
-	nargs += 3 + len(keys) + 5 + 2*cands + 1 + subs // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes
+	nints += 2*cands + 1 + subs + 1
+	nargs += 3 + len(keys) + 5 + 2*cands + 1 + subs + 1 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known
 	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs)}
 	xadds = make([][]any, len(b.Records))
 	a.strs = append(a.strs, keys...)
@@ -139,6 +144,11 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	}
 	for _, sub := range b.runOf {
 		a.addInt(int64(len(sub.Records)))
+	}
+	if b.KnownPartition {
+		a.addInt(1)
+	} else {
+		a.addInt(0)
 	}
 	return xadds, a.args[from:]
 }
@@ -240,7 +250,7 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 			first := r
 			r = &Batch{Topic: first.Topic, Partition: first.Partition, ProducerID: first.ProducerID,
 				ProducerEpoch: first.ProducerEpoch, BaseSequence: first.BaseSequence,
-				LogAppendTime: first.LogAppendTime, runOf: []*Batch{first}}
+				LogAppendTime: first.LogAppendTime, KnownPartition: first.KnownPartition, runOf: []*Batch{first}}
 			r.Records = append(make([]Record, 0, len(first.Records)+len(b.Records)), first.Records...)
 			out[p.at] = r
 		}
@@ -398,6 +408,8 @@ func execResult(e *redis.Cmd, n int) AppendResult {
 			return AppendResult{Err: ErrStreamConflict}
 		case -3:
 			return AppendResult{Err: errRunRefused}
+		case 3:
+			return AppendResult{Err: ErrUnknownPartition}
 		default:
 			return AppendResult{Err: ErrOutOfOrderSequence}
 		}

@@ -38,6 +38,10 @@ type Batch struct {
 	BaseSequence  int32
 	// LogAppendTime, when non-zero, replaces every record's timestamp (message.timestamp.type=LogAppendTime).
 	LogAppendTime int64
+	// KnownPartition refuses the batch (ErrUnknownPartition) when the partition's meta hash is missing:
+	// set for topics whose partitions got theirs at creation (Topic.PartitionMeta), where a missing one
+	// means the topic was deleted, so an append still in flight cannot bring the partition back.
+	KnownPartition bool
 
 	// runOf, set only on a run that mergeRuns built, holds the batches it is made of, in order.
 	runOf []*Batch
@@ -149,11 +153,14 @@ func (s *Store) appendArgs(b *Batch) []any {
 	a.addInt(int64(b.ProducerEpoch))
 	a.addInt(int64(b.BaseSequence))
 	a.addInt(int64(len(b.Records)))
+	flags := int64(0) // appendScript's ARGV[5]
 	if s.autoSeq.Load() {
-		a.addInt(1)
-	} else {
-		a.addInt(0)
+		flags |= 1
 	}
+	if b.KnownPartition {
+		flags |= 2
+	}
+	a.addInt(flags)
 	layout := make([]byte, 2*len(b.Records))
 	for i := range b.Records {
 		fc := fieldCount(&b.Records[i])
@@ -289,6 +296,8 @@ func appendResult(c *redis.Cmd) AppendResult {
 		switch vals[1] {
 		case 47:
 			return AppendResult{Err: ErrInvalidEpoch}
+		case 3:
+			return AppendResult{Err: ErrUnknownPartition}
 		default:
 			return AppendResult{Err: ErrOutOfOrderSequence}
 		}

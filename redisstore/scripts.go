@@ -38,7 +38,7 @@ var batchLua = strings.ReplaceAll(batchLuaText, "TIME_INDEX_STRIDE", strconv.Ito
 const batchLuaText = `
 local function readMeta(meta, pid)
   local m = redis.call('HMGET', meta, 'next', 'start', 'maxts', 'tioff', 'p:' .. pid)
-  return tonumber(m[1]) or 0, tonumber(m[2]) or 0, {ts = tonumber(m[3]) or -1, at = tonumber(m[4]) or -1e18}, m[5]
+  return tonumber(m[1]) or 0, tonumber(m[2]) or 0, {ts = tonumber(m[3]) or -1, at = tonumber(m[4]) or -1e18}, m[5], m[1] ~= false
 end
 local function checkProducer(prods, pid, epoch, seq, n, start, st)
   if pid == '-1' then return nil, '', 0, false end
@@ -112,8 +112,9 @@ end
 // candidates, log-append timestamps), because Redis's single thread is the limit of the whole system.
 //
 // KEYS: stream, meta, tindex, producers.
-// ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 "1" to let Redis 7
-// assign sequence numbers (XADD 0-*) after the first record, 6 layout: two bytes (big endian) per
+// ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 flags: 1 to let Redis 7
+// assign sequence numbers (XADD 0-*) after the first record, 2 to refuse the batch ({-1, 3},
+// UNKNOWN_TOPIC_OR_PARTITION) when the partition has no meta (Batch.KnownPartition), 6 layout: two bytes (big endian) per
 // record = its number of field pairs after "ts", 7 k = number of time-index candidates, then k pairs
 // (record index from 0, timestamp): the batch's time-index candidates (eachTimeCandidate),
 // then per record: timestamp, field, value, ...
@@ -121,10 +122,12 @@ end
 var appendScript = redis.NewScript(batchLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local nxt, start, tix, st = readMeta(meta, pid)
+local nxt, start, tix, st, known = readMeta(meta, pid)
+local flags = tonumber(ARGV[5])
+if not known and flags >= 2 then return {-1, 3} end
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, n, start, st)
 if refused then return refused end
-local auto = ARGV[5] == '1'
+local auto = flags % 2 == 1
 local layout = ARGV[6]
 local k = tonumber(ARGV[7])
 local i = 8 + 2 * k

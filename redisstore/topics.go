@@ -16,13 +16,19 @@ type Topic struct {
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Created    int64             `json:"created"` // epoch ms
+	// PartitionMeta: every partition's meta hash was written when the partition was created, so an
+	// append that finds none is to a deleted topic and is refused (Batch.KnownPartition). Topics
+	// created by earlier kgate versions get their meta hashes from their first appends.
+	PartitionMeta bool `json:"pmeta,omitempty"`
 }
 
-// CreateTopic registers t; ErrTopicExists when the name is taken.
+// CreateTopic registers t and writes its partitions' meta hashes (removing whatever keys a topic of
+// the same name left behind); ErrTopicExists when the name is taken.
 func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if t.Partitions < 1 {
 		return ErrInvalidPartitions
 	}
+	t.PartitionMeta = true
 	buf, err := json.Marshal(t)
 	if err != nil {
 		return err
@@ -35,6 +41,17 @@ func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	}
 	if !ok {
 		return ErrTopicExists
+	}
+	// Appends are refused until this is done (UNKNOWN_TOPIC_OR_PARTITION, which producers retry).
+	pipe := s.rdb.Pipeline()
+	for p := range t.Partitions {
+		pipe.Del(ctx, s.keys.stream(t.Name, p), s.keys.meta(t.Name, p), s.keys.tindex(t.Name, p), s.keys.producers(t.Name, p))
+		pipe.HSet(ctx, s.keys.meta(t.Name, p), "next", 0, "start", 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		// A topic whose partitions have no meta would refuse every append: take the name back.
+		s.rdb.HDel(context.WithoutCancel(ctx), s.keys.topics(), t.Name)
+		return err
 	}
 	return nil
 }
@@ -122,8 +139,23 @@ return old
 
 // SetPartitions grows topic name to n partitions. ErrInvalidPartitions when n is not larger.
 func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
+	t, err := s.Topic(ctx, name)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	if t.PartitionMeta && n > t.Partitions {
+		// The new partitions' meta first, so none is ever listed without one. HSETNX: a concurrent
+		// call may have added some of them already, and appends to them must stay.
+		pipe := s.rdb.Pipeline()
+		for p := t.Partitions; p < n; p++ {
+			pipe.HSetNX(ctx, s.keys.meta(name, p), "next", 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+	}
 	// The script edits the JSON text in place: cjson would reformat large integers with exponents.
 	res, err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, n).Int64()
 	if err != nil {

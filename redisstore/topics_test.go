@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -177,6 +178,63 @@ func TestDeleteTopic(t *testing.T) {
 		}
 		if res := mustRead(t, s, "doomed", 0, 0, 10); len(res.Records) != 1 || string(res.Records[0].Value) != "new-0" {
 			t.Fatalf("recreated topic reads %+v", res.Records)
+		}
+	})
+}
+
+// TestAppendToDeletedTopic: an append still in flight when its topic is deleted (the gateway's view of
+// the registry up to a second old) is refused with ErrUnknownPartition and leaves no key behind, alone
+// or merged into a run; the topic created again under the same name starts empty, and an idempotent
+// producer starts over there. Partitions added later are appendable at once; a topic registered by an
+// earlier kgate (no partition meta at creation) still gets its meta from its first append.
+func TestAppendToDeletedTopic(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "gone", 1)
+		batch := func(pid int64, seq int32, n int) *Batch {
+			return &Batch{Topic: "gone", Partition: 0, Records: plain("r", n), ProducerID: pid, ProducerEpoch: 0, BaseSequence: seq, KnownPartition: true}
+		}
+		if res := s.Append(ctx, []*Batch{batch(5, 0, 2)}); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		if err := s.DeleteTopic(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range s.Append(ctx, []*Batch{batch(5, 2, 3), batch(5, 5, 1)}) {
+			if !errors.Is(r.Err, ErrUnknownPartition) {
+				t.Fatalf("batch %d to the deleted topic: %+v, want ErrUnknownPartition", i, r)
+			}
+		}
+		keys := []string{s.keys.stream("gone", 0), s.keys.meta("gone", 0), s.keys.tindex("gone", 0), s.keys.producers("gone", 0)}
+		if n, err := s.Client().Exists(ctx, keys...).Result(); err != nil || n != 0 {
+			t.Fatalf("%d keys of the deleted topic exist (%v)", n, err)
+		}
+		mustCreateTopic(t, s, "gone", 1)
+		res := s.Append(ctx, []*Batch{batch(5, 0, 1)})
+		if res[0].Err != nil || res[0].BaseOffset != 0 || res[0].Duplicate {
+			t.Fatalf("first append to the topic created again: %+v, want offset 0, not a duplicate", res[0])
+		}
+
+		if err := s.SetPartitions(ctx, "gone", 3); err != nil {
+			t.Fatal(err)
+		}
+		added := &Batch{Topic: "gone", Partition: 2, Records: plain("p2", 1), ProducerID: -1, KnownPartition: true}
+		if res := s.Append(ctx, []*Batch{added}); res[0].Err != nil || res[0].BaseOffset != 0 {
+			t.Fatalf("append to an added partition: %+v", res[0])
+		}
+
+		// A topic as an earlier kgate registered it: no "pmeta", no meta hashes until appended to.
+		legacy, _ := json.Marshal(Topic{ID: [16]byte{9}, Partitions: 1, Created: 1})
+		if err := s.Client().HSet(ctx, s.keys.topics(), "legacy", legacy).Err(); err != nil {
+			t.Fatal(err)
+		}
+		lt, err := s.Topic(ctx, "legacy")
+		if err != nil || lt.PartitionMeta {
+			t.Fatalf("legacy topic: %+v, %v", lt, err)
+		}
+		old := &Batch{Topic: "legacy", Partition: 0, Records: plain("l", 2), ProducerID: -1, KnownPartition: lt.PartitionMeta}
+		if res := s.Append(ctx, []*Batch{old}); res[0].Err != nil || res[0].BaseOffset != 0 {
+			t.Fatalf("append to a legacy topic: %+v", res[0])
 		}
 	})
 }
