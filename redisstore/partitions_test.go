@@ -1045,7 +1045,7 @@ func TestReadSplitRacingAnAppend(t *testing.T) {
 		more[j] = make([]ReadResult, len(reqs))
 	}
 	s.readPieces(t.Context(), reqs, parts[2], false, more[2]) // finds the stream ending at 599
-	appendN(400)                                                // offsets 600-999
+	appendN(400)                                              // offsets 600-999
 	s.readPieces(t.Context(), reqs, parts[3], false, more[3])
 	s.readPieces(t.Context(), reqs, parts[1], false, more[1])
 	out := make([]ReadResult, len(reqs))
