@@ -349,15 +349,33 @@ type partID struct {
 // batch's partition (a standalone client, a node client of a cluster, or a pinned connection).
 func (s *Store) appendMulti(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
 	s.appendMultiOnce(ctx, c, batches, out)
+	if failed := needRepair(batches, out); len(failed) > 0 {
+		s.repairMissingFunction(ctx, c, batches, out, failed)
+	}
+}
+
+// needRepair lists the batches a missing function library failed: those whose FCALL found no
+// function, and later batches of their partitions that found the entries those left behind.
+func needRepair(batches []*Batch, out []AppendResult) []int {
 	var failed []int
+	var missing map[partID]bool
 	for i := range out {
-		if isFunctionMissing(out[i].Err) {
+		id := partID{batches[i].Topic, batches[i].Partition}
+		switch {
+		case isFunctionMissing(out[i].Err):
+			failed = append(failed, i)
+			if missing == nil {
+				missing = map[partID]bool{}
+			}
+			missing[id] = true
+		case errors.Is(out[i].Err, ErrStreamConflict) && missing[id]:
+			// An earlier block of this partition ran its XADDs without the function (the library
+			// loaded again in between, by another gateway): those entries, not a native writer, are
+			// what this one found. The repair removes them and appends this batch again too.
 			failed = append(failed, i)
 		}
 	}
-	if len(failed) > 0 {
-		s.repairMissingFunction(ctx, c, batches, out, failed)
-	}
+	return failed
 }
 
 // appendMultiOnce is appendMulti without the repair of a missing function library.

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -233,5 +234,20 @@ func TestAppendLoadsFunctionsWhenAllowedLater(t *testing.T) {
 				checkDense(t, s, topic, p, 12)
 			}
 		})
+	}
+}
+
+// TestNeedRepair: the batches a missing function library failed are repaired, and so is a later
+// batch of the same partition that found their entries (a conflict it did not cause); a conflict on
+// another partition is a real one.
+func TestNeedRepair(t *testing.T) {
+	missing := errors.New("ERR Function not found")
+	batches := []*Batch{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}, {Topic: "t", Partition: 0}, {Topic: "t", Partition: 2}}
+	out := []AppendResult{{Err: missing}, {}, {Err: ErrStreamConflict}, {Err: ErrStreamConflict}}
+	if got := needRepair(batches, out); fmt.Sprint(got) != "[0 2]" {
+		t.Fatalf("needRepair: %v, want [0 2]", got)
+	}
+	if got := needRepair(batches[2:], out[2:]); got != nil {
+		t.Fatalf("conflicts alone: %v, want none", got)
 	}
 }
