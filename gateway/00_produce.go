@@ -145,15 +145,17 @@ func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response,
 				continue
 			}
 			sp.BaseOffset, sp.LogStartOffset = r.BaseOffset, r.LogStartOffset
+			b := batches[i]
 			if !r.Duplicate {
-				b := batches[i]
 				recordsProduced(b.Topic, len(b.Records))
 				if j.copies != nil {
 					g.tail.add(j.keys[i], j.ids[i], appended{base: r.BaseOffset, start: r.LogStartOffset, ticket: j.ticket}, j.copies[i])
 				}
-				g.notify.notify(j.keys[i])
-				g.publishAppend(b.Topic, b.Partition)
 			}
+			// A duplicate wakes long-polls too: its original may be an append whose answer was lost
+			// with its Redis connection, which woke nobody.
+			g.notify.notify(j.keys[i])
+			g.publishAppend(b.Topic, b.Partition)
 		}
 	}
 	if req.Acks == 0 {

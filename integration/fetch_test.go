@@ -550,3 +550,43 @@ func (m *redisMonitor) collect(pred func(string) bool, d time.Duration) ([]strin
 		}
 	}
 }
+
+// TestFetchWokenByDuplicate: an idempotent retry of a batch that is already stored, but whose append
+// woke nobody (its answer lost with its Redis connection; here, stored behind the gateway's back),
+// wakes the fetches waiting on the partition instead of leaving them to their max wait.
+func TestFetchWokenByDuplicate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "dupwake")
+		producer := dialRaw(t, g.Addr)
+		pid, epoch := initProducerID(t, producer, -1, -1)
+		consumer := dialRaw(t, g.Addr)
+		fr := fetchReq("dupwake", [16]byte{}, 0, 0, 1<<20)
+		fr.MaxWaitMillis, fr.MinBytes = 5000, 1
+		fr.SetVersion(12)
+		consumer.send(fr)
+		time.Sleep(200 * time.Millisecond) // the fetch is waiting
+
+		now := time.Now().UnixMilli()
+		stored := &redisstore.Batch{Topic: "dupwake", Partition: 0, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 0,
+			Records: []redisstore.Record{{Timestamp: now, Value: []byte("once")}}, KnownPartition: true}
+		if res := g.Store.Append(ctx, []*redisstore.Batch{stored}); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		sent := time.Now()
+		retry := roundTrip[*kmsg.ProduceResponse](producer, 9, produceReq("dupwake", 0, -1, rawBatch(t, pid, epoch, 0, now, "once")))
+		if sp := producePart(t, retry); sp.ErrorCode != 0 || sp.BaseOffset != 0 {
+			t.Fatalf("retry: error %d base offset %d, want 0 and 0", sp.ErrorCode, sp.BaseOffset)
+		}
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(12)
+		consumer.read(resp)
+		if took := time.Since(sent); took > 2*time.Second {
+			t.Fatalf("the waiting fetch answered %v after the retry: not woken", took)
+		}
+		if got := fetchedValues(t, fetchPart(t, resp)); len(got) != 1 || !strings.HasSuffix(got[0], "once") {
+			t.Fatalf("fetched %v", got)
+		}
+	})
+}
