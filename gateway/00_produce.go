@@ -218,7 +218,7 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 		ProducerEpoch: pb.ProducerEpoch,
 		BaseSequence:  pb.BaseSequence,
 		// A topic deleted while this request was on its way must not come back with its records.
-		KnownPartition: t.PartitionMeta,
+		KnownPartition: rp.Partition < t.PartitionMeta,
 	}
 	if b.ProducerID < 0 {
 		b.ProducerID = -1

@@ -228,6 +228,15 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 		}
 		if err := g.store.PublishAppends(ctx, parts); err != nil && ctx.Err() == nil {
 			g.log.Debug().Err(err).Msg("publish appends")
+			// Published with the next batch instead (the store's client does not resend).
+			g.unsentMu.Lock()
+			if g.unsent == nil {
+				g.unsent = map[string]struct{}{}
+			}
+			for _, m := range parts {
+				g.unsent[m] = struct{}{}
+			}
+			g.unsentMu.Unlock()
 		}
 	}
 }

@@ -47,7 +47,7 @@ var ErrStreamConflict = errors.New("redisstore: partition stream was written out
 // the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition).
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
 // | -3 run refused}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
-// (UNKNOWN_TOPIC_OR_PARTITION), and the stream the XADDs created goes.
+// (UNKNOWN_TOPIC_OR_PARTITION), its XADDs undone, and the stream goes if that leaves it empty.
 var finishScript = batchLua + removePastLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -55,7 +55,11 @@ local k = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + 2 * k])
 local nxt, start, tix, st, known = readMeta(meta, pid)
 if not known and ARGV[7 + 2 * k + m] == '1' then
-  redis.call('DEL', stream)
+  -- Undo this block's XADDs alone (a stream holding more, its meta lost some other way, keeps it).
+  local added = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', n)
+  local first = #added > 0 and tonumber(string.match(added[#added][1], '^0%-(%d+)$'))
+  if first then removePast(stream, first - 1) end
+  if redis.call('XLEN', stream) == 0 then redis.call('DEL', stream) end
   return {-1, 3}
 end
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -100,5 +101,34 @@ func TestAppendReplyLostIsNotResent(t *testing.T) {
 	}
 	if n != 3 || offs[0].End != 3 {
 		t.Fatalf("stream holds %d entries, high watermark %d: want the batch once (3, 3)", n, offs[0].End)
+	}
+}
+
+// TestCreateTopicReplyLost: a topic whose registration went through but whose answer was lost is left
+// as earlier versions made it (meta from the first append), never registered and unable to take
+// appends.
+func TestCreateTopicReplyLost(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	d := startReplyDropper(t, standalone.Addr)
+	s := openStore(t, Options{Addrs: []string{d.ln.Addr().String()}})
+	if err := s.Client().Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d.armed.Store(true)
+	if err := s.CreateTopic(t.Context(), Topic{Name: "half", Partitions: 1}); err == nil {
+		t.Fatal("CreateTopic whose reply was lost reported success")
+	}
+	if err := s.CreateTopic(t.Context(), Topic{Name: "half", Partitions: 1}); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("CreateTopic again: %v, want ErrTopicExists", err)
+	}
+	tp, err := s.Topic(t.Context(), "half")
+	if err != nil || tp.PartitionMeta != 0 {
+		t.Fatalf("topic: %+v, %v; want registered without partition meta", tp, err)
+	}
+	b := &Batch{Topic: "half", Partition: 0, Records: plain("h", 1), ProducerID: -1, KnownPartition: 0 < tp.PartitionMeta}
+	if res := s.Append(t.Context(), []*Batch{b}); res[0].Err != nil {
+		t.Fatalf("append: %v", res[0].Err)
 	}
 }

@@ -246,7 +246,11 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	case s.autoSeq.Load():
 		s.appendRuns(ctx, batches, out)
 	default:
-		s.appendOn(ctx, s.rdb, batches, out)
+		// Through each master's own client: a cluster client sends a pipeline again after a lost
+		// reply (MaxRedirects), and an append must not run twice.
+		eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
+			s.appendOn(ctx, g.node, sub, res)
+		})
 	}
 	return out
 }

@@ -16,19 +16,20 @@ type Topic struct {
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
 	Created    int64             `json:"created"` // epoch ms
-	// PartitionMeta: every partition's meta hash was written when the partition was created, so an
-	// append that finds none is to a deleted topic and is refused (Batch.KnownPartition). Topics
-	// created by earlier kgate versions get their meta hashes from their first appends.
-	PartitionMeta bool `json:"pmeta,omitempty"`
+	// PartitionMeta: the partitions below this number got their meta hash when they were created, so
+	// an append to one of them that finds none is to a deleted topic and is refused
+	// (Batch.KnownPartition). Partitions of topics created by earlier kgate versions, and those an
+	// earlier version added, get their meta hash from their first append.
+	PartitionMeta int32 `json:"pmeta,omitempty"`
 }
 
-// CreateTopic registers t and writes its partitions' meta hashes (removing whatever keys a topic of
-// the same name left behind); ErrTopicExists when the name is taken.
+// CreateTopic registers t and then writes its partitions' meta hashes; ErrTopicExists when the name is
+// taken.
 func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if t.Partitions < 1 {
 		return ErrInvalidPartitions
 	}
-	t.PartitionMeta = true
+	t.PartitionMeta = 0
 	buf, err := json.Marshal(t)
 	if err != nil {
 		return err
@@ -42,16 +43,21 @@ func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if !ok {
 		return ErrTopicExists
 	}
-	// Appends are refused until this is done (UNKNOWN_TOPIC_OR_PARTITION, which producers retry).
+	// The meta hashes, then the mark that appends may count on them. Until the mark (or when a step
+	// fails) the topic is as earlier versions made it: meta from the first append. HSETNX, so nothing
+	// an append has written already is overwritten.
 	pipe := s.rdb.Pipeline()
 	for p := range t.Partitions {
-		pipe.Del(ctx, s.keys.stream(t.Name, p), s.keys.meta(t.Name, p), s.keys.tindex(t.Name, p), s.keys.producers(t.Name, p))
-		pipe.HSet(ctx, s.keys.meta(t.Name, p), "next", 0, "start", 0)
+		pipe.HSetNX(ctx, s.keys.meta(t.Name, p), "next", 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		// A topic whose partitions have no meta would refuse every append: take the name back.
-		s.rdb.HDel(context.WithoutCancel(ctx), s.keys.topics(), t.Name)
-		return err
+		return nil // registered; its partitions get their meta from their first appends
+	}
+	marked := t
+	marked.PartitionMeta = t.Partitions
+	if mbuf, err := json.Marshal(marked); err == nil {
+		// Compared and swapped: a topic changed meanwhile (or deleted) keeps what it has.
+		_ = casTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, t.Name, buf, mbuf).Err()
 	}
 	return nil
 }
@@ -125,7 +131,9 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 	return s.rdb.HDel(ctx, s.keys.topics(), name).Err()
 }
 
-// setPartitionsScript grows a topic's partition count atomically (never shrinks).
+// setPartitionsScript grows a topic's partition count atomically (never shrinks), and the count of
+// partitions created with meta (pmeta) with it when every partition so far was (SetPartitions wrote
+// the new ones' meta before; a partition an earlier kgate added has none, so the count stops there).
 var setPartitionsScript = redis.NewScript(`
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return -1 end
@@ -133,6 +141,8 @@ local old = tonumber(string.match(raw, '"partitions":(%d+)'))
 local want = tonumber(ARGV[2])
 if not old or want <= old then return -2 end
 raw = string.gsub(raw, '"partitions":%d+', '"partitions":' .. ARGV[2], 1)
+local pmeta = tonumber(string.match(raw, '"pmeta":(%d+)'))
+if pmeta and pmeta >= old then raw = string.gsub(raw, '"pmeta":%d+', '"pmeta":' .. ARGV[2], 1) end
 redis.call('HSET', KEYS[1], ARGV[1], raw)
 return old
 `)
@@ -145,8 +155,8 @@ func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if t.PartitionMeta && n > t.Partitions {
-		// The new partitions' meta first, so none is ever listed without one. HSETNX: a concurrent
+	if t.PartitionMeta > 0 && n > t.Partitions {
+		// The new partitions' meta first, so setPartitionsScript can mark them. HSETNX: a concurrent
 		// call may have added some of them already, and appends to them must stay.
 		pipe := s.rdb.Pipeline()
 		for p := t.Partitions; p < n; p++ {

@@ -229,12 +229,48 @@ func TestAppendToDeletedTopic(t *testing.T) {
 			t.Fatal(err)
 		}
 		lt, err := s.Topic(ctx, "legacy")
-		if err != nil || lt.PartitionMeta {
+		if err != nil || lt.PartitionMeta != 0 {
 			t.Fatalf("legacy topic: %+v, %v", lt, err)
 		}
-		old := &Batch{Topic: "legacy", Partition: 0, Records: plain("l", 2), ProducerID: -1, KnownPartition: lt.PartitionMeta}
+		old := &Batch{Topic: "legacy", Partition: 0, Records: plain("l", 2), ProducerID: -1, KnownPartition: 0 < lt.PartitionMeta}
 		if res := s.Append(ctx, []*Batch{old}); res[0].Err != nil || res[0].BaseOffset != 0 {
 			t.Fatalf("append to a legacy topic: %+v", res[0])
+		}
+
+		// An earlier kgate adds a partition (no meta, pmeta unchanged): appends there create it, and
+		// partitions this version adds afterwards are not marked either.
+		gt, err := s.Topic(ctx, "gone")
+		if err != nil || gt.PartitionMeta != 3 {
+			t.Fatalf("topic grown to 3: pmeta %d, %v; want 3", gt.PartitionMeta, err)
+		}
+		raw := s.Client().HGet(ctx, s.keys.topics(), "gone").Val()
+		raw = strings.Replace(raw, `"partitions":3`, `"partitions":4`, 1)
+		if err := s.Client().HSet(ctx, s.keys.topics(), "gone", raw).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPartitions(ctx, "gone", 6); err != nil {
+			t.Fatal(err)
+		}
+		if gt, _ = s.Topic(ctx, "gone"); gt.Partitions != 6 || gt.PartitionMeta != 3 {
+			t.Fatalf("after an earlier kgate's partition: %d partitions, pmeta %d; want 6 and 3", gt.Partitions, gt.PartitionMeta)
+		}
+		for _, p := range []int32{3, 5} {
+			b := &Batch{Topic: "gone", Partition: p, Records: plain("x", 1), ProducerID: -1, KnownPartition: p < gt.PartitionMeta}
+			if res := s.Append(ctx, []*Batch{b}); res[0].Err != nil {
+				t.Fatalf("append to partition %d: %v", p, res[0].Err)
+			}
+		}
+
+		// A partition whose meta is lost while its stream holds records (not a deleted topic): the
+		// refused append takes back only its own entries.
+		if err := s.Client().Del(ctx, s.keys.meta("gone", 0)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if res := s.Append(ctx, []*Batch{batch(6, 0, 4)}); !errors.Is(res[0].Err, ErrUnknownPartition) {
+			t.Fatalf("append to a partition without meta: %+v", res[0])
+		}
+		if n, err := s.Client().XLen(ctx, s.keys.stream("gone", 0)).Result(); err != nil || n != 1 {
+			t.Fatalf("the stream holds %d entries (%v), want its 1 record", n, err)
 		}
 	})
 }
