@@ -53,13 +53,32 @@ func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil // registered; its partitions get their meta from their first appends
 	}
-	marked := t
-	marked.PartitionMeta = t.Partitions
-	if mbuf, err := json.Marshal(marked); err == nil {
-		// Compared and swapped: a topic changed meanwhile (or deleted) keeps what it has.
-		_ = casTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, t.Name, buf, mbuf).Err()
-	}
+	s.markPartitionMeta(ctx, t.Name, t.ID, t.Partitions)
 	return nil
+}
+
+// markPartitionMeta sets pmeta to n on topic name (of id) unless it has one: its first n partitions
+// have their meta hashes. Compared and swapped, read again when the entry changed meanwhile (a config
+// change, or partitions added, which then got no meta); a failure leaves the topic unmarked.
+func (s *Store) markPartitionMeta(ctx context.Context, name string, id [16]byte, n int32) {
+	for ctx.Err() == nil {
+		raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
+		if err != nil {
+			return
+		}
+		var t Topic
+		if json.Unmarshal([]byte(raw), &t) != nil || t.ID != id || t.PartitionMeta != 0 {
+			return // gone, created again, or marked
+		}
+		t.PartitionMeta = n
+		buf, err := json.Marshal(t)
+		if err != nil {
+			return
+		}
+		if res, err := casTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, raw, buf).Int64(); err != nil || res != 0 {
+			return
+		}
+	}
 }
 
 // Topics returns every registered topic by name.
@@ -132,8 +151,9 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 }
 
 // setPartitionsScript grows a topic's partition count atomically (never shrinks), and the count of
-// partitions created with meta (pmeta) with it when every partition so far was (SetPartitions wrote
-// the new ones' meta before; a partition an earlier kgate added has none, so the count stops there).
+// partitions created with meta (pmeta) with it when every partition so far was and SetPartitions
+// wrote the meta of every partition from the old count on (ARGV[3], the first it wrote; -1: none). A
+// partition an earlier kgate added has no meta, so the count stops there.
 var setPartitionsScript = redis.NewScript(`
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return -1 end
@@ -141,8 +161,10 @@ local old = tonumber(string.match(raw, '"partitions":(%d+)'))
 local want = tonumber(ARGV[2])
 if not old or want <= old then return -2 end
 raw = string.gsub(raw, '"partitions":%d+', '"partitions":' .. ARGV[2], 1)
-local pmeta = tonumber(string.match(raw, '"pmeta":(%d+)'))
-if pmeta and pmeta >= old then raw = string.gsub(raw, '"pmeta":%d+', '"pmeta":' .. ARGV[2], 1) end
+local pmeta, from = tonumber(string.match(raw, '"pmeta":(%d+)')), tonumber(ARGV[3])
+if pmeta and pmeta >= old and from >= 0 and from <= old then
+  raw = string.gsub(raw, '"pmeta":%d+', '"pmeta":' .. ARGV[2], 1)
+end
 redis.call('HSET', KEYS[1], ARGV[1], raw)
 return old
 `)
@@ -155,6 +177,7 @@ func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	metaFrom := int32(-1) // the first partition given its meta here (-1: none)
 	if t.PartitionMeta > 0 && n > t.Partitions {
 		// The new partitions' meta first, so setPartitionsScript can mark them. HSETNX: a concurrent
 		// call may have added some of them already, and appends to them must stay.
@@ -165,9 +188,10 @@ func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
 		if _, err := pipe.Exec(ctx); err != nil {
 			return err
 		}
+		metaFrom = t.Partitions
 	}
 	// The script edits the JSON text in place: cjson would reformat large integers with exponents.
-	res, err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, n).Int64()
+	res, err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, n, metaFrom).Int64()
 	if err != nil {
 		return err
 	}

@@ -274,3 +274,26 @@ func TestAppendToDeletedTopic(t *testing.T) {
 		}
 	})
 }
+
+// TestCreatePartitionsRacingCreateTopic: partitions added by a call that read the topic before it was
+// marked (so wrote no meta for them) are not marked by the count it raises, and take appends.
+func TestCreatePartitionsRacingCreateTopic(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "race", 3) // marked: pmeta 3
+		// The other gateway's SetPartitions read the topic before the mark: no meta written (-1).
+		if err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, "race", 6, -1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		tp, err := s.Topic(ctx, "race")
+		if err != nil || tp.Partitions != 6 || tp.PartitionMeta != 3 {
+			t.Fatalf("topic: %d partitions, pmeta %d, %v; want 6 and 3", tp.Partitions, tp.PartitionMeta, err)
+		}
+		for p := int32(0); p < 6; p++ {
+			b := &Batch{Topic: "race", Partition: p, Records: plain("r", 1), ProducerID: -1, KnownPartition: p < tp.PartitionMeta}
+			if res := s.Append(ctx, []*Batch{b}); res[0].Err != nil {
+				t.Fatalf("append to partition %d: %v", p, res[0].Err)
+			}
+		}
+	})
+}
