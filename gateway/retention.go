@@ -23,6 +23,9 @@ func (g *Gateway) runRetention(ctx context.Context) {
 	}
 }
 
+// afterRetentionScan, set by tests, runs between a partition's scan and its trim.
+var afterRetentionScan func()
+
 func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 	topics, err := g.topics.all(ctx)
 	if err != nil {
@@ -39,13 +42,22 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 			if g.nodes.leaderFor(name, p).ID != g.cfg.NodeID {
 				continue
 			}
+			// The high watermark before the scan: when no record is at or after the cutoff, every one
+			// below it is older, but a record appended since the scan must stay.
+			offs, err := g.store.PartitionOffsets(ctx, name, []int32{p})
+			if err != nil {
+				continue
+			}
 			off, _, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
 			if err != nil {
 				continue
 			}
+			if afterRetentionScan != nil {
+				afterRetentionScan()
+			}
 			before := off
 			if !found {
-				before = -1 // every record is older than the cutoff
+				before = offs[0].End // every record below it is older than the cutoff
 			}
 			if start, err := g.store.DeleteRecords(ctx, name, p, before); err == nil && ctx.Err() == nil {
 				g.log.Debug().Str("topic", name).Int32("partition", p).Int64("log_start", start).Msg("retention applied")
