@@ -13,6 +13,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,6 +65,8 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			msg(kerr.InvalidTopicException.Code, "topic name collides with an existing topic on '.' and '_'")
 		case partitions < 1 || (rt.NumPartitions != -1 && len(rt.ReplicaAssignment) > 0):
 			msg(kerr.InvalidPartitions.Code, "number of partitions must be at least 1 (or -1 for the default)")
+		case partitions > maxTopicPartitions:
+			msg(kerr.InvalidPartitions.Code, "number of partitions must be at most "+strconv.Itoa(maxTopicPartitions))
 		case rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1:
 			msg(kerr.InvalidReplicationFactor.Code, "replication factor must be at least 1 (or -1 for the default)")
 		default:

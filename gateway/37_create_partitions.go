@@ -9,6 +9,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,6 +36,8 @@ func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsR
 			st.ErrorCode = errCode(err)
 		case rt.Count <= t.Partitions:
 			msg(kerr.InvalidPartitions.Code, "partition count can only grow")
+		case rt.Count > maxTopicPartitions:
+			msg(kerr.InvalidPartitions.Code, "partition count must be at most "+strconv.Itoa(maxTopicPartitions))
 		case req.ValidateOnly:
 		default:
 			err := g.store.SetPartitions(ctx, rt.Topic, rt.Count)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -397,7 +399,7 @@ type resetResult struct {
 
 func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
-	if g.forwardToCoordinator(w, r, group) {
+	if g.forwardToCoordinator(w, r, group) || g.coordinatedElsewhere(w, group) {
 		return
 	}
 	ctx := r.Context()
@@ -468,7 +470,14 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				base = offs[i].Start
 			}
-			target = base + req.Value
+			switch {
+			case req.Value > 0 && base > math.MaxInt64-req.Value:
+				target = math.MaxInt64 // clamped to the end below, as a shift past it is
+			case req.Value < 0 && base < math.MinInt64-req.Value:
+				target = math.MinInt64
+			default:
+				target = base + req.Value
+			}
 		case "timestamp":
 			off, _, found, err := g.store.OffsetForTime(ctx, req.Topic, p, req.Value)
 			if err != nil {
@@ -502,10 +511,10 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) apiDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
-	if g.forwardToCoordinator(w, r, group) {
+	if g.forwardToCoordinator(w, r, group) || g.coordinatedElsewhere(w, group) {
 		return
 	}
-	switch code := g.deleteGroupAnywhere(r.Context(), group); code {
+	switch code := g.deleteGroup(r.Context(), group); code {
 	case 0:
 		w.WriteHeader(http.StatusNoContent)
 	case kerr.NonEmptyGroup.Code:
@@ -517,23 +526,16 @@ func (g *Gateway) apiDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// deleteGroupAnywhere deletes a group from the admin API; a gateway whose coordinator is unreachable
-// deletes the Redis state only when the group is not known to be live.
-func (g *Gateway) deleteGroupAnywhere(ctx context.Context, group string) int16 {
-	if g.nodes.isCoordinator(group) {
-		return g.deleteGroup(ctx, group)
+// coordinatedElsewhere refuses (503) a change to a group that another live gateway coordinates and that
+// could not be asked (it has no admin address, or did not answer): only the coordinator knows whether
+// the group has members, and a group with members keeps its offsets, as on Apache Kafka.
+func (g *Gateway) coordinatedElsewhere(w http.ResponseWriter, group string) bool {
+	n, ok := g.nodes.coordinatorFor(group)
+	if !ok || n.ID == g.cfg.NodeID {
+		return false
 	}
-	exists, err := g.store.GroupExists(ctx, group)
-	if err != nil {
-		return groupErrCode(err)
-	}
-	if !exists {
-		return kerr.GroupIDNotFound.Code
-	}
-	if err := g.store.DeleteGroup(ctx, group); err != nil {
-		return groupErrCode(err)
-	}
-	return 0
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("group %q is coordinated by gateway %d, which could not be asked whether it has members; retry later or there", group, n.ID))
+	return true
 }
 
 // topicDetail is GET /api/v1/topics/{topic}.
@@ -641,8 +643,15 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid topic name")
 		return
 	}
-	if req.Partitions < 1 {
-		writeError(w, http.StatusBadRequest, "partitions must be at least 1")
+	if req.Partitions < 1 || req.Partitions > maxTopicPartitions {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("partitions must be from 1 to %d", maxTopicPartitions))
+		return
+	}
+	if existing, err := g.topics.all(r.Context()); err != nil {
+		storeError(w, err)
+		return
+	} else if collides(existing, req.Name) {
+		writeError(w, http.StatusBadRequest, "topic name collides with an existing topic on '.' and '_'")
 		return
 	}
 	if name, err := validateTopicConfigs(req.Configs); err != nil {

@@ -24,6 +24,11 @@ func validTopicName(name string) error {
 	return nil
 }
 
+// maxTopicPartitions bounds a topic's partitions (Apache Kafka sets no bound per topic): every
+// gateway loops over a topic's partitions in Metadata and retention, and creating one writes a meta
+// hash per partition, so a request for two billion would take a gateway down.
+const maxTopicPartitions = 100_000
+
 // collidesOnDots reports Kafka's '.'/'_' collision rule: "a.b" and "a_b" may not both exist.
 func collidesOnDots(a, b string) bool {
 	return a != b && strings.ReplaceAll(a, ".", "_") == strings.ReplaceAll(b, ".", "_")

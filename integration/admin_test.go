@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -487,6 +488,7 @@ func TestAdminResetOffsets(t *testing.T) {
 			{"shift back", map[string]any{"topic": topic, "to": "shift", "value": -3}, map[int32]int64{0: 4, 1: 1}},
 			{"shift forward", map[string]any{"topic": topic, "to": "shift", "value": 2, "partitions": []int32{1}}, map[int32]int64{0: 4, 1: 3}},
 			{"offset clamped to the log end", map[string]any{"topic": topic, "to": "offset", "value": 100}, map[int32]int64{0: 10, 1: 4}},
+			{"shift by the most there is: the log end", map[string]any{"topic": topic, "to": "shift", "value": int64(math.MaxInt64)}, map[int32]int64{0: 10, 1: 4}},
 			{"offset clamped to the log start", map[string]any{"topic": topic, "to": "offset", "value": 0}, map[int32]int64{0: 2, 1: 0}},
 			// Partition 0 has record i at base+i s (offsets 0-1 deleted); partition 1 has none that late.
 			{"timestamp", map[string]any{"topic": topic, "to": "timestamp", "value": at(5).UnixMilli()}, map[int32]int64{0: 5, 1: 4}},
@@ -633,12 +635,19 @@ func TestAdminTopics(t *testing.T) {
 			t.Fatalf("created %+v", created)
 		}
 		admWantError(t, http.MethodPost, topicsURL, map[string]any{"name": topic, "partitions": 1}, http.StatusConflict)
+		// Kafka's '.'/'_' collision rule, as CreateTopics applies it.
+		admJSON(t, http.MethodPost, topicsURL, map[string]any{"name": "adm_dots"}, http.StatusCreated, nil)
+		admWantError(t, http.MethodPost, topicsURL, map[string]any{"name": "adm.dots"}, http.StatusBadRequest)
+		if status, body := admCall(t, http.MethodDelete, topicsURL+"/adm_dots", nil); status != http.StatusNoContent {
+			t.Fatalf("delete adm_dots: %d %s", status, body)
+		}
 		for _, bad := range []any{
 			map[string]any{"name": "bad name!"},
 			map[string]any{"name": ""},
 			map[string]any{"name": ".."},
 			map[string]any{"name": strings.Repeat("x", 250)},
 			map[string]any{"name": "adm-topics-neg", "partitions": -1},
+			map[string]any{"name": "adm-topics-huge", "partitions": 100_001},
 			map[string]any{"name": "adm-topics-cfg", "configs": map[string]string{"retention.ms": "soon"}},
 			map[string]any{"name": "adm-topics-unknown", "replicas": 3},
 			`{"name":`,
@@ -839,6 +848,52 @@ func TestAdminHealth(t *testing.T) {
 		})
 		if status, body := admCall(t, http.MethodGet, g.AdminURL+"/healthz", nil); status != http.StatusOK {
 			t.Fatalf("healthz with redis down: %d %s (the process is up)", status, body)
+		}
+	})
+}
+
+// TestAdminGroupChangeNeedsItsCoordinator: a reset or delete of a group sent to a gateway that does not
+// coordinate it, when the coordinator cannot be asked (it serves no admin API), is refused with 503
+// instead of changing the offsets of a group that may have members.
+func TestAdminGroupChangeNeedsItsCoordinator(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		fast := func(id int32, admin bool) func(*gateway.Config) {
+			return func(c *gateway.Config) {
+				c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
+				if !admin {
+					c.AdminListen = ""
+				}
+			}
+		}
+		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, true)})
+		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, false)}) // coordinates the group, no admin API
+		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool {
+			var v admClusterView
+			admJSON(t, http.MethodGet, g0.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
+			alive := 0
+			for _, gw := range v.Gateways {
+				if gw.Alive {
+					alive++
+				}
+			}
+			return alive == 2
+		})
+		ctx := testCtx(t, 60*time.Second)
+		topic, group := "adm-far", admCoordinatedBy("adm-far-group", 1)
+		admCreateTopics(t, ctx, newAdmin(t, g0), 1, nil, topic)
+		admProduce(t, ctx, admProducer(t, g0), topic, 0, 3, nil)
+		c := admConsumer(t, g0, group, topic)
+		got := admPoll(t, ctx, c, map[string]int{topic: 3})
+		admCommit(t, ctx, c, got[topic][2])
+
+		admWantError(t, http.MethodPost, admOffsetsURL(g0, group), map[string]any{"topic": topic, "to": "earliest"}, http.StatusServiceUnavailable)
+		admWantError(t, http.MethodDelete, admGroupURL(g0, group), nil, http.StatusServiceUnavailable)
+		offs, err := newAdmin(t, g0).FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := offs.Lookup(topic, 0); !ok || o.At != 3 {
+			t.Fatalf("committed offset after the refused changes: %+v (found %v), want 3", o, ok)
 		}
 	})
 }

@@ -376,3 +376,25 @@ func TestProduceToTopicDeletedElsewhere(t *testing.T) {
 		}
 	})
 }
+
+// TestPartitionCountBounded: CreateTopics and CreatePartitions refuse more than 100,000 partitions per
+// topic with INVALID_PARTITIONS (kgate's bound; every gateway loops over a topic's partitions).
+func TestPartitionCountBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		cr, err := adm.CreateTopics(ctx, 100_001, 1, nil, "huge")
+		if err != nil || !errors.Is(cr["huge"].Err, kerr.InvalidPartitions) {
+			t.Fatalf("create with 100,001 partitions: %v, %v; want INVALID_PARTITIONS", err, cr["huge"].Err)
+		}
+		mustCreateTopics(t, ctx, adm, 1, nil, "bounded")
+		ur, err := adm.UpdatePartitions(ctx, 100_001, "bounded")
+		if err != nil || !errors.Is(ur["bounded"].Err, kerr.InvalidPartitions) {
+			t.Fatalf("grow to 100,001 partitions: %v, %v; want INVALID_PARTITIONS", err, ur["bounded"].Err)
+		}
+		if tp, err := g.Store.Topic(ctx, "bounded"); err != nil || tp.Partitions != 1 {
+			t.Fatalf("topic after the refused growth: %+v, %v", tp, err)
+		}
+	})
+}
