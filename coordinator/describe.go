@@ -90,6 +90,28 @@ func (c *Coordinator) List(ctx context.Context) []GroupInfo {
 	return out
 }
 
+// Unload drops from memory every group keep rejects (its coordination moved to another gateway), as
+// Apache Kafka unloads a group whose coordinator moved: parked JoinGroup/SyncGroup requests are
+// answered NOT_COORDINATOR, timers stop, and a later request here starts the group afresh. A member
+// state kept instead would answer a static member that rejoined elsewhere meanwhile with
+// FENCED_INSTANCE_ID once the group came back, which clients treat as fatal.
+func (c *Coordinator) Unload(ctx context.Context, keep func(group string) bool) {
+	for _, g := range c.snapshot() {
+		if keep(g.name) {
+			continue
+		}
+		_, _ = c.send(ctx, g.name, false, func(g *group) {
+			if g.removed {
+				return
+			}
+			g.log.Info().Msg("coordination moved to another gateway: unloading the group")
+			g.shutdown()
+			g.c.forget(g)
+			g.removed = true
+		})
+	}
+}
+
 // Delete removes an Empty group from memory (DeleteGroups). It returns 0,
 // NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND for a group unknown here (the
 // gateway decides whether stored offsets make that a success).

@@ -144,3 +144,30 @@ func TestStaticMemberFencedOnJoinWithStaleID(t *testing.T) {
 		wantCode(t, "unregistered instance", ghost.joinOnce(context.Background()).ErrorCode, kerr.UnknownMemberID.Code)
 	})
 }
+
+// TestUnloadDropsGroupsCoordinatedElsewhere: groups whose coordination moved are dropped from memory and
+// the others kept; a static member that rejoined elsewhere meanwhile is then not fenced here when the
+// group comes back.
+func TestUnloadDropsGroupsCoordinatedElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCoordinator(t, Config{})
+		a := newClient(t, c, "moved", "a", 5, "t").static("ia")
+		stabilize(t, []*tclient{a})
+		b := newClient(t, c, "kept", "b", 5, "t")
+		stabilize(t, []*tclient{b})
+		c.Unload(context.Background(), func(group string) bool { return group == "kept" })
+		if _, live := c.Describe(context.Background(), "moved"); live {
+			t.Fatal("the moved group is still in memory")
+		}
+		if info, live := c.Describe(context.Background(), "kept"); !live || info.State != "Stable" {
+			t.Fatalf("the kept group: %+v, live %v", info, live)
+		}
+		// The member rejoined on the other gateway with a new member id, and the group came back.
+		back := newClient(t, c, "moved", "a", 5, "t").static("ia")
+		back.memberID = "ia-from-elsewhere"
+		if code := back.joinOnce(context.Background()).ErrorCode; code == kerr.FencedInstanceID.Code {
+			t.Fatal("a static member that rejoined elsewhere is fenced after the group came back")
+		}
+		wantCode(t, "kept member heartbeat", b.heartbeat(), 0)
+	})
+}

@@ -98,6 +98,14 @@ func (g *Gateway) runMembership(ctx context.Context) {
 			lastOK = time.Now()
 			if g.fenced.Swap(false) {
 				g.log.Warn().Int32("node_id", g.cfg.NodeID).Msg("gateway registration restored: coordinating groups again")
+				// Peers see this gateway alive only at their next refresh: until then they still
+				// coordinate its groups, so it waits as it does at start (when there are peers).
+				for _, n := range g.nodes.alive() {
+					if n.ID != g.cfg.NodeID {
+						g.nodes.hold(time.Now().Add(2 * g.cfg.HeartbeatInterval))
+						break
+					}
+				}
 			}
 		case ctx.Err() != nil:
 		default:
@@ -112,6 +120,7 @@ func (g *Gateway) runMembership(ctx context.Context) {
 			g.nodes.setSelfAlive(false)
 		}
 		g.refreshMembership(ctx)
+		g.coord.Unload(ctx, g.nodes.isCoordinator) // groups whose coordination moved away
 		g.store.RefreshTopology(ctx) // a promoted Redis replica is found within one interval
 	}
 }
