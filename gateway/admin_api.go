@@ -399,7 +399,7 @@ type resetResult struct {
 
 func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
-	if g.forwardToCoordinator(w, r, group) || g.coordinatedElsewhere(w, group) {
+	if g.forwardToCoordinator(w, r, group) || g.notCoordinatingGroup(w, r, group) {
 		return
 	}
 	ctx := r.Context()
@@ -511,7 +511,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) apiDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
-	if g.forwardToCoordinator(w, r, group) || g.coordinatedElsewhere(w, group) {
+	if g.forwardToCoordinator(w, r, group) || g.notCoordinatingGroup(w, r, group) {
 		return
 	}
 	switch code := g.deleteGroup(r.Context(), group); code {
@@ -526,15 +526,22 @@ func (g *Gateway) apiDeleteGroup(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// coordinatedElsewhere refuses (503) a change to a group that another live gateway coordinates and that
-// could not be asked (it has no admin address, or did not answer): only the coordinator knows whether
-// the group has members, and a group with members keeps its offsets, as on Apache Kafka.
-func (g *Gateway) coordinatedElsewhere(w http.ResponseWriter, group string) bool {
+// notCoordinatingGroup refuses (503) a change to a group this gateway does not coordinate, after
+// forwarding it to the coordinator failed (no admin address, no answer) or was not possible: only the
+// coordinator knows whether the group has members, and a group with members keeps its offsets, as on
+// Apache Kafka.
+func (g *Gateway) notCoordinatingGroup(w http.ResponseWriter, r *http.Request, group string) bool {
 	n, ok := g.nodes.coordinatorFor(group)
-	if !ok || n.ID == g.cfg.NodeID {
+	switch {
+	case ok && n.ID == g.cfg.NodeID:
 		return false
+	case !ok:
+		writeError(w, http.StatusServiceUnavailable, "no gateway coordinates groups at the moment (this one lost its registration in Redis); retry later")
+	case r.Header.Get(forwardedHeader) != "":
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("forwarded here, but this gateway sees gateway %d as the coordinator of group %q while the gateways' views settle; retry", n.ID, group))
+	default:
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("group %q is coordinated by gateway %d, which could not be asked whether it has members; retry later or there", group, n.ID))
 	}
-	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("group %q is coordinated by gateway %d, which could not be asked whether it has members; retry later or there", group, n.ID))
 	return true
 }
 

@@ -120,7 +120,7 @@ func (g *Gateway) runMembership(ctx context.Context) {
 			g.nodes.setSelfAlive(false)
 		}
 		g.refreshMembership(ctx)
-		g.coord.Unload(ctx, g.nodes.isCoordinator) // groups whose coordination moved away
+		g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
 		g.store.RefreshTopology(ctx)               // a promoted Redis replica is found within one interval
 	}
 }

@@ -132,6 +132,14 @@ func (m *membership) leaderFor(topic string, partition int32) gatewayNode {
 }
 
 // isCoordinator reports whether this gateway coordinates key.
+// coordinatedElsewhere reports whether another gateway now coordinates key: a group this gateway
+// holds in memory then moved away. With no live coordinator at all (this gateway fenced and alone)
+// nothing moved, and the group stays.
+func (m *membership) coordinatedElsewhere(key string) bool {
+	c, ok := m.coordinatorFor(key)
+	return ok && c.ID != m.self
+}
+
 func (m *membership) isCoordinator(key string) bool {
 	c, ok := m.coordinatorFor(key)
 	return ok && c.ID == m.self

@@ -96,3 +96,20 @@ func TestValidTopicName(t *testing.T) {
 		t.Fatal("collidesOnDots wrong")
 	}
 }
+
+// TestCoordinatedElsewhere: a group moved away only when another live gateway coordinates it; a
+// gateway that is fenced and alone keeps its groups (nobody took them).
+func TestCoordinatedElsewhere(t *testing.T) {
+	m := newMembership(1, "127.0.0.1:9092")
+	if m.coordinatedElsewhere("g") {
+		t.Fatal("alone and alive: coordinated elsewhere")
+	}
+	m.setSelfAlive(false)
+	if m.coordinatedElsewhere("g") {
+		t.Fatal("fenced and alone: coordinated elsewhere, though no gateway took the group")
+	}
+	m.set([]gatewayNode{{ID: 1, Alive: false}, {ID: 2, Alive: true}})
+	if !m.coordinatedElsewhere("g") {
+		t.Fatal("fenced with a live peer: the group did not move")
+	}
+}
