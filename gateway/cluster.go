@@ -121,7 +121,7 @@ func (g *Gateway) runMembership(ctx context.Context) {
 		}
 		g.refreshMembership(ctx)
 		g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
-		g.store.RefreshTopology(ctx)               // a promoted Redis replica is found within one interval
+		g.store.RefreshTopology(ctx) // a promoted Redis replica is found within one interval
 	}
 }
 
