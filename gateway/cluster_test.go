@@ -6,22 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/kgate/kgate/redisstore"
 )
 
 // TestPublishAppendWhenQueueFull: an append notification that finds the publisher's queue full is
 // not dropped: it is published with a later batch, so other gateways' long-polls still wake.
 func TestPublishAppendWhenQueueFull(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store, err := redisstore.Open(ctx, redisstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	g := New(Config{}, store, zerolog.Nop())
+	ctx, g, store := embeddedGateway(t, Config{})
+	ctx, cancel := context.WithCancel(ctx)
 	g.multi.Store(true)
 	for len(g.appends) < cap(g.appends) {
 		g.appends <- redisstore.AppendMessage("fill", 0)

@@ -55,15 +55,7 @@ func TestConnectionAppenderLivesWithTheConnection(t *testing.T) {
 			t.Fatalf("produce %d appended by goroutine %s, the first by %s: want the same", i, ids[0], first)
 		}
 	}
-	client.Close()
-	select {
-	case <-served:
-	case <-ctx.Done():
-		t.Fatal("connection not closed")
-	}
-	if ids := appenderIDs(); len(ids) != 0 {
-		t.Fatalf("appenders after the connection closed: %v", ids)
-	}
+	closeTestConn(t, ctx, client, served)
 }
 
 // TestConnectionAnswersInOrder: produces queued for the appender and a request behind them, written at
@@ -82,15 +74,7 @@ func TestConnectionAnswersInOrder(t *testing.T) {
 			t.Fatalf("response with correlation id %d, want %d (out of order)", got, want)
 		}
 	}
-	client.Close()
-	select {
-	case <-served:
-	case <-ctx.Done():
-		t.Fatal("connection not closed")
-	}
-	if ids := appenderIDs(); len(ids) != 0 {
-		t.Fatalf("appenders after the connection closed: %v", ids)
-	}
+	closeTestConn(t, ctx, client, served)
 }
 
 // TestConnectionClosedWithAnswersPending: a client that sends produces and closes without reading the
@@ -105,6 +89,27 @@ func TestConnectionClosedWithAnswersPending(t *testing.T) {
 	if _, err := client.Write(frames); err != nil {
 		t.Fatalf("write: %v", err)
 	}
+	closeTestConn(t, ctx, client, served)
+}
+
+// embeddedGateway builds a gateway with cfg over a fresh embedded store (both closed at cleanup);
+// ctx ends with the test, at the latest after 20 s.
+func embeddedGateway(t *testing.T, cfg Config) (context.Context, *Gateway, *redisstore.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	store, err := redisstore.Open(ctx, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return ctx, New(cfg, store, zerolog.Nop()), store
+}
+
+// closeTestConn closes the client side and checks the gateway is done with the connection and left no
+// appender behind.
+func closeTestConn(t *testing.T, ctx context.Context, client net.Conn, served chan struct{}) {
+	t.Helper()
 	client.Close()
 	select {
 	case <-served:
@@ -119,17 +124,10 @@ func TestConnectionClosedWithAnswersPending(t *testing.T) {
 // serveTestConn serves one in-memory connection on a gateway over the embedded store (topic
 // "appender", one partition); served is closed when the gateway is done with the connection.
 func serveTestConn(t *testing.T) (ctx context.Context, client net.Conn, served chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	store, err := redisstore.Open(ctx, redisstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	ctx, g, store := embeddedGateway(t, Config{})
 	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	g := New(Config{}, store, zerolog.Nop())
 	client, server := net.Pipe()
 	if !g.track(server) {
 		t.Fatal("track refused")

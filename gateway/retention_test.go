@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/kgate/kgate/redisstore"
 )
@@ -14,17 +11,10 @@ import (
 // is trimmed up to the high watermark read before the scan, so a record appended while retention ran
 // (acknowledged to its producer) stays.
 func TestRetentionKeepsRecordsAppendedDuringItsScan(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store, err := redisstore.Open(ctx, redisstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0"})
 	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "ret", Partitions: 1, Configs: map[string]string{"retention.ms": "1000"}}); err != nil {
 		t.Fatal(err)
 	}
-	g := New(Config{Listen: "127.0.0.1:0"}, store, zerolog.Nop())
 	if err := g.Listen(); err != nil {
 		t.Fatal(err)
 	}

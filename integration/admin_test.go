@@ -745,17 +745,7 @@ func TestAdminClusterTwoGateways(t *testing.T) {
 		}
 		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0)})
 		g1 := startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1)})
-		bothAlive := func(g *testGateway) bool {
-			var v admClusterView
-			admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
-			alive := 0
-			for _, gw := range v.Gateways {
-				if gw.Alive {
-					alive++
-				}
-			}
-			return len(v.Gateways) == 2 && alive == 2
-		}
+		bothAlive := func(g *testGateway) bool { known, alive := admGatewaysSeen(t, g); return known == 2 && alive == 2 }
 		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { return bothAlive(g0) })
 		waitFor(t, 10*time.Second, "both gateways alive on gateway 1", func() bool { return bothAlive(g1) })
 
@@ -852,6 +842,19 @@ func TestAdminHealth(t *testing.T) {
 	})
 }
 
+// admGatewaysSeen is how many gateways g's admin API lists, and how many of them alive.
+func admGatewaysSeen(t *testing.T, g *testGateway) (known, alive int) {
+	t.Helper()
+	var v admClusterView
+	admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
+	for _, gw := range v.Gateways {
+		if gw.Alive {
+			alive++
+		}
+	}
+	return len(v.Gateways), alive
+}
+
 // TestAdminGroupChangeNeedsItsCoordinator: a reset or delete of a group sent to a gateway that does not
 // coordinate it, when the coordinator cannot be asked (it serves no admin API), is refused with 503
 // instead of changing the offsets of a group that may have members.
@@ -867,17 +870,7 @@ func TestAdminGroupChangeNeedsItsCoordinator(t *testing.T) {
 		}
 		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, true)})
 		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, false)}) // coordinates the group, no admin API
-		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool {
-			var v admClusterView
-			admJSON(t, http.MethodGet, g0.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &v)
-			alive := 0
-			for _, gw := range v.Gateways {
-				if gw.Alive {
-					alive++
-				}
-			}
-			return alive == 2
-		})
+		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
 		ctx := testCtx(t, 60*time.Second)
 		topic, group := "adm-far", admCoordinatedBy("adm-far-group", 1)
 		admCreateTopics(t, ctx, newAdmin(t, g0), 1, nil, topic)
