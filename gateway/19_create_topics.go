@@ -47,10 +47,13 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			partitions = int32(len(rt.ReplicaAssignment))
 		}
 		configs := map[string]string{}
+		var nullConfig string
 		for _, kv := range rt.Configs {
-			if kv.Value != nil {
-				configs[kv.Name] = *kv.Value
+			if kv.Value == nil {
+				nullConfig = kv.Name
+				continue
 			}
+			configs[kv.Name] = *kv.Value
 		}
 		switch {
 		case err != nil: // the registry could not be read: retriable, as when the create itself fails
@@ -63,12 +66,16 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			msg(kerr.TopicAlreadyExists.Code, "topic '"+rt.Topic+"' already exists")
 		case collides(existing, rt.Topic):
 			msg(kerr.InvalidTopicException.Code, "topic name collides with an existing topic on '.' and '_'")
-		case partitions < 1 || (rt.NumPartitions != -1 && len(rt.ReplicaAssignment) > 0):
+		case len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
+			msg(kerr.InvalidRequest.Code, "both a partition count or replication factor and a replica assignment were set")
+		case partitions < 1:
 			msg(kerr.InvalidPartitions.Code, "number of partitions must be at least 1 (or -1 for the default)")
 		case partitions > maxTopicPartitions:
 			msg(kerr.InvalidPartitions.Code, "number of partitions must be at most "+strconv.Itoa(maxTopicPartitions))
 		case rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1:
 			msg(kerr.InvalidReplicationFactor.Code, "replication factor must be at least 1 (or -1 for the default)")
+		case nullConfig != "":
+			msg(kerr.InvalidConfig.Code, "null value not supported for topic config "+nullConfig)
 		default:
 			if name, verr := validateTopicConfigs(configs); verr != nil {
 				msg(kerr.InvalidConfig.Code, name+": "+verr.Error())

@@ -60,6 +60,7 @@ func TestCreateTopicsValidation(t *testing.T) {
 			{"illegal name", "bad name!", 1, nil, kerr.InvalidTopicException},
 			{"unknown config", "cfg-unknown", 1, map[string]*string{"no.such.config": &ten}, kerr.InvalidConfig},
 			{"bad config value", "cfg-bad", 1, map[string]*string{"retention.ms": kadm.StringPtr("soon")}, kerr.InvalidConfig},
+			{"null config value", "cfg-null", 1, map[string]*string{"retention.ms": nil}, kerr.InvalidConfig},
 			{"zero partitions", "zero", 0, nil, kerr.InvalidPartitions},
 			{"name of 250 characters", strings.Repeat("n", 250), 1, nil, kerr.InvalidTopicException},
 			{"name colliding on '.' and '_' with exi_sts.x", "exi.sts_x", 1, nil, kerr.InvalidTopicException},
@@ -81,6 +82,19 @@ func TestCreateTopicsValidation(t *testing.T) {
 					t.Errorf("%s: the topic was registered anyway (%v)", c.name, err)
 				}
 			}
+		}
+		// A partition count and a replica assignment together: INVALID_REQUEST, as Apache answers.
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "both", 2, -1
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = 0, []int32{0}
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+		req.Topics = append(req.Topics, rt)
+		cresp := roundTrip[*kmsg.CreateTopicsResponse](dialRaw(t, g.Addr), 7, req)
+		if len(cresp.Topics) != 1 || cresp.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+			t.Fatalf("count and assignment together: %+v, want INVALID_REQUEST", cresp.Topics)
 		}
 	})
 }
