@@ -113,7 +113,9 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 func (s *Store) CommittedOffsets(ctx context.Context, group string) ([]Committed, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
+	// One transaction (the three hashes share the group's hash tag), so an offset is never paired
+	// with the metadata or timestamp of another commit that landed between the reads.
+	pipe := s.rdb.TxPipeline()
 	offs := pipe.HGetAll(ctx, s.keys.offsets(group))
 	mds := pipe.HGetAll(ctx, s.keys.offsetsMD(group))
 	tss := pipe.HGetAll(ctx, s.keys.offsetsTS(group))
