@@ -116,8 +116,16 @@ func closeTestConn(t *testing.T, ctx context.Context, client net.Conn, served ch
 	case <-ctx.Done():
 		t.Fatal("connection not closed")
 	}
-	if ids := appenderIDs(); len(ids) != 0 {
-		t.Fatalf("appenders after the connection closed: %v", ids)
+	// The appender has returned (stopAppends waited for it), but its goroutine may still be finishing
+	// its last instructions, and so still listed, for a moment.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		ids := appenderIDs()
+		if len(ids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("appenders after the connection closed: %v", ids)
+		}
 	}
 }
 
