@@ -26,7 +26,8 @@ import (
 func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrMetadataResponse()
-	for _, n := range g.nodes.alive() {
+	live := g.nodes.alive() // one view for the brokers and the leaders
+	for _, n := range live {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = n.ID, n.Host, n.Port
 		resp.Brokers = append(resp.Brokers, b)
@@ -42,7 +43,7 @@ func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Re
 			return nil, err // without the registry there is no honest answer; the client reconnects
 		}
 		for _, name := range redisstore.TopicNames(topics) {
-			resp.Topics = append(resp.Topics, g.topicMetadata(topics[name], 0))
+			resp.Topics = append(resp.Topics, g.topicMetadata(live, topics[name], 0))
 		}
 		return resp, nil
 	}
@@ -81,19 +82,19 @@ func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Re
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, g.topicMetadata(t, 0))
+		resp.Topics = append(resp.Topics, g.topicMetadata(live, t, 0))
 	}
 	return resp, nil
 }
 
-func (g *Gateway) topicMetadata(t redisstore.Topic, code int16) kmsg.MetadataResponseTopic {
+func (g *Gateway) topicMetadata(live []gatewayNode, t redisstore.Topic, code int16) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic, mt.TopicID, mt.ErrorCode = &name, t.ID, code
 	for p := int32(0); p < t.Partitions; p++ {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p
-		leader := g.nodes.leaderFor(t.Name, p).ID
+		leader := g.nodes.leaderIn(live, t.Name, p).ID
 		mp.Leader, mp.LeaderEpoch = leader, -1
 		mp.Replicas, mp.ISR = []int32{leader}, []int32{leader}
 		mt.Partitions = append(mt.Partitions, mp)

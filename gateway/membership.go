@@ -124,14 +124,18 @@ func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 
 // leaderFor spreads partition leadership over the live gateways deterministically.
 func (m *membership) leaderFor(topic string, partition int32) gatewayNode {
-	live := m.alive()
+	return m.leaderIn(m.alive(), topic, partition)
+}
+
+// leaderIn is leaderFor over live, a view of the live gateways taken once, so that a response listing
+// brokers and leaders (Metadata) names only leaders among its brokers.
+func (m *membership) leaderIn(live []gatewayNode, topic string, partition int32) gatewayNode {
 	if len(live) == 0 {
 		return m.selfNode()
 	}
 	return live[(fnv32a(topic)+uint32(partition))%uint32(len(live))]
 }
 
-// isCoordinator reports whether this gateway coordinates key.
 // coordinatedElsewhere reports whether another gateway now coordinates key: a group this gateway
 // holds in memory then moved away. With no live coordinator at all (this gateway fenced and alone)
 // nothing moved, and the group stays.
@@ -140,6 +144,7 @@ func (m *membership) coordinatedElsewhere(key string) bool {
 	return ok && c.ID != m.self
 }
 
+// isCoordinator reports whether this gateway coordinates key.
 func (m *membership) isCoordinator(key string) bool {
 	c, ok := m.coordinatorFor(key)
 	return ok && c.ID == m.self

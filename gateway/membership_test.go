@@ -113,3 +113,18 @@ func TestCoordinatedElsewhere(t *testing.T) {
 		t.Fatal("fenced with a live peer: the group did not move")
 	}
 }
+
+// TestLeaderInOneView: leaders come from the view a Metadata response lists as its brokers, even when
+// membership changes while the response is built.
+func TestLeaderInOneView(t *testing.T) {
+	m := newMembership(1, "127.0.0.1:9092")
+	m.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 2, Alive: true}, {ID: 3, Alive: true}})
+	live := m.alive()
+	m.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 4, Alive: true}}) // changed after the brokers were listed
+	for p := range int32(32) {
+		l := m.leaderIn(live, "t", p)
+		if l.ID != 1 && l.ID != 2 && l.ID != 3 {
+			t.Fatalf("partition %d: leader %d is not among the listed brokers 1-3", p, l.ID)
+		}
+	}
+}
