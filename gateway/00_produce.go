@@ -205,10 +205,12 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	case pb.Transactional():
 		return nil, kerr.TransactionalIDAuthorizationFailed.Code
 	}
+	nh := 0
 	for i := range pb.Records {
 		if len(pb.Records[i].Headers) > maxRecordHeaders {
 			return nil, kerr.InvalidRecord.Code
 		}
+		nh += len(pb.Records[i].Headers)
 	}
 	b := &redisstore.Batch{
 		Topic:         topic,
@@ -225,10 +227,6 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	}
 	if g.logAppendTime(t) {
 		b.LogAppendTime = now
-	}
-	nh := 0
-	for i := range pb.Records {
-		nh += len(pb.Records[i].Headers)
 	}
 	headers := make([]redisstore.Header, 0, nh) // one allocation for every header of the batch
 	for i := range pb.Records {

@@ -71,11 +71,11 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 }
 
 // deleteTopic removes a topic from Redis and forgets what this gateway keeps of it (its registry view,
-// tail cache and fetch sizing), for both the Kafka API and the admin API.
+// whose next load also drops its fetch sizing, and its tail cache), for both the Kafka API and the
+// admin API.
 func (g *Gateway) deleteTopic(ctx context.Context, name string) error {
 	err := g.store.DeleteTopic(ctx, name)
 	g.topics.invalidate()
 	g.tail.forget(name)
-	forgetSizing(name)
 	return err
 }

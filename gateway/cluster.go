@@ -190,16 +190,20 @@ func (g *Gateway) publishAppend(topic string, partition int32) {
 		return
 	default:
 	}
-	g.unsentMu.Lock()
-	if g.unsent == nil {
-		g.unsent = map[string]struct{}{}
-	}
-	g.unsent[m] = struct{}{}
-	g.unsentMu.Unlock()
+	g.markUnsent(m)
 	select {
 	case g.appends <- "": // wakes the publisher should it have emptied its queue meanwhile
 	default: // still full: the publisher comes round again
 	}
+}
+
+// markUnsent keeps append notifications for the publisher's next batch.
+func (g *Gateway) markUnsent(ms ...string) {
+	g.unsentMu.Lock()
+	for _, m := range ms {
+		g.unsent[m] = struct{}{}
+	}
+	g.unsentMu.Unlock()
 }
 
 // runAppendPublisher batches append notifications into PUBLISH messages.
@@ -237,15 +241,7 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 		}
 		if err := g.store.PublishAppends(ctx, parts); err != nil && ctx.Err() == nil {
 			g.log.Debug().Err(err).Msg("publish appends")
-			// Published with the next batch instead (the store's client does not resend).
-			g.unsentMu.Lock()
-			if g.unsent == nil {
-				g.unsent = map[string]struct{}{}
-			}
-			for _, m := range parts {
-				g.unsent[m] = struct{}{}
-			}
-			g.unsentMu.Unlock()
+			g.markUnsent(parts...) // published with the next batch instead (the store's client does not resend)
 		}
 	}
 }

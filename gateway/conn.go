@@ -130,7 +130,7 @@ const (
 // goroutine that appends them (runAppends). The goroutine starts with the connection's first produce
 // and lives until the connection closes: a producer's requests often find the queue empty, and a
 // goroutine started for each of them grew its stack again through the Redis client every time (7% of
-// the gateway's CPU at 85k records/s, one request per millisecond). Parked, its stack shrinks back at
+// the gateway's profile samples at 85k records/s, one request per millisecond). Parked, its stack shrinks back at
 // the next garbage collections, so an idle producer connection stays small.
 type appendQueue struct {
 	mu      sync.Mutex
@@ -138,8 +138,7 @@ type appendQueue struct {
 	jobs    []*queuedProduce
 	held    int           // requests queued or being appended
 	bytes   int           // their frame bytes
-	running bool          // runAppends has been started and has not finished
-	stopped chan struct{} // closed when runAppends has returned (nil until it starts)
+	stopped chan struct{} // closed when runAppends has returned (nil until it starts, once)
 	closing bool          // the connection's read loop ended: runAppends returns once the queue is empty
 	err     error         // the failure that ended the connection
 }
@@ -193,8 +192,9 @@ func (c *conn) enqueueProduce(ctx context.Context, p *queuedProduce) error {
 	q.jobs = append(q.jobs, p)
 	q.held++
 	q.bytes += p.size
-	if !q.running {
-		q.running = true
+	// The connection's first produce starts the goroutine. It returns only on q.err (checked above) or
+	// when the read loop has ended, so it is never started twice.
+	if q.stopped == nil {
 		q.stopped = make(chan struct{})
 		go c.runAppends(ctx, q.stopped)
 	} else if len(q.jobs) == 1 {
@@ -247,7 +247,6 @@ func (c *conn) runAppends(ctx context.Context, stopped chan struct{}) {
 		jobs := q.jobs
 		q.jobs = nil
 		if len(jobs) == 0 || q.err != nil {
-			q.running = false
 			q.held, q.bytes = 0, 0
 			q.cond.Broadcast()
 			q.mu.Unlock()

@@ -62,10 +62,7 @@ func TestConnectionAppenderLivesWithTheConnection(t *testing.T) {
 // once, are answered in request order; the connection then closes with its appender.
 func TestConnectionAnswersInOrder(t *testing.T) {
 	ctx, client, served := serveTestConn(t)
-	var frames []byte
-	for i := range 3 {
-		frames = append(frames, produceFrame(t, int32(i+1))...)
-	}
+	frames := produceFrames(t, 3)
 	frames = append(frames, apiVersionsFrame(4)...)
 	go func() { _, _ = client.Write(frames) }() // net.Pipe: the write returns once the gateway read it all
 	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
@@ -81,10 +78,7 @@ func TestConnectionAnswersInOrder(t *testing.T) {
 // answers (the appender fails writing them) leaves no appender and no connection behind.
 func TestConnectionClosedWithAnswersPending(t *testing.T) {
 	ctx, client, served := serveTestConn(t)
-	var frames []byte
-	for i := range 3 {
-		frames = append(frames, produceFrame(t, int32(i+1))...)
-	}
+	frames := produceFrames(t, 3)
 	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := client.Write(frames); err != nil {
 		t.Fatalf("write: %v", err)
@@ -172,6 +166,15 @@ func produce(t *testing.T, nc net.Conn, corr int32, wantOffset int64) {
 	if sp.ErrorCode != 0 || sp.BaseOffset != wantOffset {
 		t.Fatalf("produce: error %d base offset %d, want 0 and %d", sp.ErrorCode, sp.BaseOffset, wantOffset)
 	}
+}
+
+// produceFrames is n produce frames (produceFrame) of correlation ids 1 to n, back to back.
+func produceFrames(t *testing.T, n int) []byte {
+	var frames []byte
+	for i := range n {
+		frames = append(frames, produceFrame(t, int32(i+1))...)
+	}
+	return frames
 }
 
 // produceFrame is a v9 acks=-1 Produce of one record to partition 0 of "appender".

@@ -146,6 +146,7 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		ready:   make(chan struct{}),
 		conns:   make(map[net.Conn]struct{}),
 		appends: make(chan string, 4096),
+		unsent:  map[string]struct{}{},
 	}
 	g.bgCtx, g.stopBg = context.WithCancel(context.Background())
 	return g

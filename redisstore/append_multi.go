@@ -422,21 +422,7 @@ func execResult(e *redis.Cmd, n int) AppendResult {
 	for i, x := range res {
 		vals[i], _ = x.(int64)
 	}
-	if vals[0] < 0 {
-		switch vals[1] {
-		case 47:
-			return AppendResult{Err: ErrInvalidEpoch}
-		case -2:
-			return AppendResult{Err: ErrStreamConflict}
-		case -3:
-			return AppendResult{Err: errRunRefused}
-		case 3:
-			return AppendResult{Err: ErrUnknownPartition}
-		default:
-			return AppendResult{Err: ErrOutOfOrderSequence}
-		}
-	}
-	return AppendResult{BaseOffset: vals[0], LogStartOffset: vals[1], Duplicate: len(vals) > 2 && vals[2] == 1}
+	return scriptAnswer(vals)
 }
 
 // nodeGroup is the batches owned by one Redis master.

@@ -8,11 +8,14 @@
 // Redis Cluster hash tag {<topic>:<partition>}, so a partition's append script touches one slot; keys
 // that belong to one consumer group share the hash tag {<8 hex digits of FNV-1a-32(group)>}.
 //
-//	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created"}
+//	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created","pmeta"}
+//	                                          (pmeta: partitions below it got their meta at creation)
 //	<ns>:stream:{<topic>:<p>}          stream one entry per record; offset n <-> entry ID 0-(n+1)
-//	<ns>:meta:{<topic>:<p>}            hash   next (high watermark), start (log start offset), maxts and
-//	                                          maxoff (maximum timestamp, its offset), tioff (last time
-//	                                          index point), p:<producer id> (idempotence state)
+//	<ns>:meta:{<topic>:<p>}            hash   written when the partition is created (topics with pmeta)
+//	                                          or by its first append; next (high watermark), start (log
+//	                                          start offset), maxts and maxoff (maximum timestamp, its
+//	                                          offset), tioff (last time index point), p:<producer id>
+//	                                          (idempotence state)
 //	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (sparse time
 //	                                          index: points at least 512 records apart)
 //	<ns>:producers:{<topic>:<p>}       hash   producer id -> idempotence state (older kgate; moved to meta)

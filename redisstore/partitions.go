@@ -296,17 +296,28 @@ func appendResult(c *redis.Cmd) AppendResult {
 	if len(vals) < 2 {
 		return AppendResult{Err: fmt.Errorf("redisstore: append: unexpected reply %v", vals)}
 	}
-	if vals[0] < 0 {
-		switch vals[1] {
-		case 47:
-			return AppendResult{Err: ErrInvalidEpoch}
-		case 3:
-			return AppendResult{Err: ErrUnknownPartition}
-		default:
-			return AppendResult{Err: ErrOutOfOrderSequence}
-		}
+	return scriptAnswer(vals)
+}
+
+// scriptAnswer reads the answer of the append script or of the finish step (at least two numbers):
+// {base offset, log start offset, 1 if duplicate} or {-1, code}; only the finish step answers the
+// codes -2 and -3.
+func scriptAnswer(vals []int64) AppendResult {
+	if vals[0] >= 0 {
+		return AppendResult{BaseOffset: vals[0], LogStartOffset: vals[1], Duplicate: len(vals) > 2 && vals[2] == 1}
 	}
-	return AppendResult{BaseOffset: vals[0], LogStartOffset: vals[1], Duplicate: len(vals) > 2 && vals[2] == 1}
+	switch vals[1] {
+	case 47:
+		return AppendResult{Err: ErrInvalidEpoch}
+	case 3:
+		return AppendResult{Err: ErrUnknownPartition}
+	case -2:
+		return AppendResult{Err: ErrStreamConflict}
+	case -3:
+		return AppendResult{Err: errRunRefused}
+	default:
+		return AppendResult{Err: ErrOutOfOrderSequence}
+	}
 }
 
 // appendDurable appends and then waits (WAIT / WAITAOF) on the very connection that wrote: both

@@ -44,41 +44,31 @@ func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 		return ErrTopicExists
 	}
 	// The meta hashes, then the mark that appends may count on them. Until the mark (or when a step
-	// fails) the topic is as earlier versions made it: meta from the first append. HSETNX, so nothing
-	// an append has written already is overwritten.
-	pipe := s.rdb.Pipeline()
-	for p := range t.Partitions {
-		pipe.HSetNX(ctx, s.keys.meta(t.Name, p), "next", 0)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	// fails) the topic is as earlier versions made it: meta from the first append.
+	if s.writePartitionMeta(ctx, t.Name, 0, t.Partitions) != nil {
 		return nil // registered; its partitions get their meta from their first appends
 	}
-	s.markPartitionMeta(ctx, t.Name, t.ID, t.Partitions)
+	// The mark goes on this very topic only, unless it has one: a topic deleted or created again
+	// meanwhile keeps what it has, and so, on a failure, does this one (unmarked).
+	_ = s.updateTopic(ctx, t.Name, func(cur *Topic) bool {
+		if cur.ID != t.ID || cur.PartitionMeta != 0 {
+			return false
+		}
+		cur.PartitionMeta = t.Partitions
+		return true
+	})
 	return nil
 }
 
-// markPartitionMeta sets pmeta to n on topic name (of id) unless it has one: its first n partitions
-// have their meta hashes. Compared and swapped, read again when the entry changed meanwhile (a config
-// change, or partitions added, which then got no meta); a failure leaves the topic unmarked.
-func (s *Store) markPartitionMeta(ctx context.Context, name string, id [16]byte, n int32) {
-	for ctx.Err() == nil {
-		raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
-		if err != nil {
-			return
-		}
-		var t Topic
-		if json.Unmarshal([]byte(raw), &t) != nil || t.ID != id || t.PartitionMeta != 0 {
-			return // gone, created again, or marked
-		}
-		t.PartitionMeta = n
-		buf, err := json.Marshal(t)
-		if err != nil {
-			return
-		}
-		if res, err := casTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, raw, buf).Int64(); err != nil || res != 0 {
-			return
-		}
+// writePartitionMeta gives partitions [from, to) of topic name a meta hash, with HSETNX: nothing an
+// append has written already is overwritten.
+func (s *Store) writePartitionMeta(ctx context.Context, name string, from, to int32) error {
+	pipe := s.rdb.Pipeline()
+	for p := from; p < to; p++ {
+		pipe.HSetNX(ctx, s.keys.meta(name, p), "next", 0)
 	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // Topics returns every registered topic by name.
@@ -179,13 +169,9 @@ func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
 	defer cancel()
 	metaFrom := int32(-1) // the first partition given its meta here (-1: none)
 	if t.PartitionMeta > 0 && n > t.Partitions {
-		// The new partitions' meta first, so setPartitionsScript can mark them. HSETNX: a concurrent
-		// call may have added some of them already, and appends to them must stay.
-		pipe := s.rdb.Pipeline()
-		for p := t.Partitions; p < n; p++ {
-			pipe.HSetNX(ctx, s.keys.meta(name, p), "next", 0)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		// The new partitions' meta first, so setPartitionsScript can mark them (a concurrent call
+		// may have added some of them already, and appends to them stay).
+		if err := s.writePartitionMeta(ctx, name, t.Partitions, n); err != nil {
 			return err
 		}
 		metaFrom = t.Partitions
@@ -220,6 +206,16 @@ return 1
 func (s *Store) SetTopicConfigs(ctx context.Context, name string, configs map[string]string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	return s.updateTopic(ctx, name, func(t *Topic) bool {
+		t.Configs = configs
+		return true
+	})
+}
+
+// updateTopic applies edit to topic name's registry entry and writes it back, compared and swapped:
+// an entry changed meanwhile (SetPartitions, DeleteTopic on another gateway) is read again and edited
+// anew, never overwritten with a stale copy. edit returns false to leave the entry as it is.
+func (s *Store) updateTopic(ctx context.Context, name string, edit func(t *Topic) bool) error {
 	for {
 		raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
 		if err == redis.Nil {
@@ -232,7 +228,9 @@ func (s *Store) SetTopicConfigs(ctx context.Context, name string, configs map[st
 		if err := json.Unmarshal([]byte(raw), &t); err != nil {
 			return fmt.Errorf("redisstore: topic %q: %w", name, err)
 		}
-		t.Configs = configs
+		if !edit(&t) {
+			return nil
+		}
 		buf, err := json.Marshal(t)
 		if err != nil {
 			return err
