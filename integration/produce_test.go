@@ -224,7 +224,9 @@ func produceQueued(t *testing.T, b backend, paused bool) {
 		r.SetVersion(9)
 		return r
 	}
-	// All four go out at once; the first takes Redis a while (8,000 records, or the pause).
+	// All four go out at once; the first takes Redis a while (8,000 records, or the pause). Paused, the
+	// first goes out alone and the others while Redis holds it, so that the next round takes all three:
+	// written together, the first round could take the first two, as the read loop reads them.
 	reqs := []*kmsg.ProduceRequest{
 		req(rawBatch(t, pid, 0, 0, now, big...)),
 		req(rawBatch(t, pid, 0, 8000, now, "a", "b"), rawBatch(t, pid, 0, 0, now, "x")),
@@ -232,7 +234,11 @@ func produceQueued(t *testing.T, b backend, paused bool) {
 		req(rawBatch(t, pid, 0, 8004, now, "e", "f")),
 	}
 	want := [][]int64{{0}, {8000, 0}, {8002, 1}, {8004}}
-	for i, resp := range produceAtOnce(c, reqs) {
+	var gap time.Duration
+	if paused {
+		gap = 100 * time.Millisecond // well inside the 500 ms pause
+	}
+	for i, resp := range produceAtOnce(c, reqs, gap) {
 		sps := resp.Topics[0].Partitions
 		if len(sps) != len(want[i]) {
 			t.Fatalf("response %d: %d partitions, want %d", i, len(sps), len(want[i]))
@@ -286,7 +292,7 @@ func TestProduceQueueBounded(t *testing.T) {
 			reqs[i] = produceReq("bounded", 0, -1, rawBatch(t, pid, 0, int32(2*i), time.Now().UnixMilli(), "a", "b"))
 			reqs[i].SetVersion(9)
 		}
-		for i, resp := range produceAtOnce(c, reqs) {
+		for i, resp := range produceAtOnce(c, reqs, 0) {
 			if sp := producePart(t, resp); sp.ErrorCode != 0 || sp.BaseOffset != int64(2*i) {
 				t.Fatalf("response %d: error %d base offset %d, want 0 and %d", i, sp.ErrorCode, sp.BaseOffset, 2*i)
 			}
@@ -295,16 +301,24 @@ func TestProduceQueueBounded(t *testing.T) {
 }
 
 // produceAtOnce writes reqs (their versions set) in one write, as a producer with them all in flight
-// does, and returns their responses, failing c's test unless they come back in request order.
-func produceAtOnce(c *rawConn, reqs []*kmsg.ProduceRequest) []*kmsg.ProduceResponse {
+// does (or, with a gap, the first alone and the rest that long after), and returns their responses,
+// failing c's test unless they come back in request order.
+func produceAtOnce(c *rawConn, reqs []*kmsg.ProduceRequest, gap time.Duration) []*kmsg.ProduceResponse {
 	c.t.Helper()
 	var frames []byte
 	first := c.corr + 1
-	for _, r := range reqs {
+	for i, r := range reqs {
 		c.corr++
 		frames = appendRequest(frames, c.corr, r)
+		if i == 0 && gap > 0 {
+			c.write(frames)
+			frames = nil
+			time.Sleep(gap)
+		}
 	}
-	c.write(frames)
+	if len(frames) > 0 {
+		c.write(frames)
+	}
 	out := make([]*kmsg.ProduceResponse, len(reqs))
 	for i, r := range reqs {
 		out[i] = kmsg.NewPtrProduceResponse()
