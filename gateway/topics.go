@@ -11,15 +11,23 @@ import (
 // topicCacheTTL bounds how long a gateway may act on a topic registry another gateway has changed.
 const topicCacheTTL = time.Second
 
+// missReloadGap is how long after a reload a name or ID the registry did not hold is answered as
+// unknown without asking Redis again: a request naming thousands of unknown topics reloads the
+// registry once, not once per name. A topic created through another gateway that recently is
+// unknown here for that long, as on a Kafka broker whose metadata has not caught up yet (clients
+// retry); one created through this gateway is known at once (invalidate).
+const missReloadGap = 100 * time.Millisecond
+
 // topicCache keeps the Redis topic registry in memory for the data path; a miss or an expired view
-// reloads the whole registry (one HGETALL).
+// reloads the whole registry (one HGETALL), one reload serving every lookup that began before it.
 type topicCache struct {
-	store  *redisstore.Store
-	mu     sync.Mutex
-	byName map[string]redisstore.Topic
-	byID   map[[16]byte]string
-	loaded time.Time
-	load   sync.Mutex // one reload at a time
+	store   *redisstore.Store
+	mu      sync.Mutex
+	byName  map[string]redisstore.Topic
+	byID    map[[16]byte]string
+	loaded  time.Time  // when the reload that read the view began
+	load    sync.Mutex // one reload at a time
+	reloads int        // under load: registry reads so far
 }
 
 func newTopicCache(s *redisstore.Store) *topicCache { return &topicCache{store: s} }
@@ -30,8 +38,22 @@ func (c *topicCache) fresh() bool {
 
 // refresh reloads the registry.
 func (c *topicCache) refresh(ctx context.Context) error {
+	return c.refreshSince(ctx, time.Time{})
+}
+
+// refreshSince reloads the registry unless a reload that began at or after since has already done so
+// (one that began earlier may have missed what the caller looks for).
+func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	c.load.Lock()
 	defer c.load.Unlock()
+	c.mu.Lock()
+	done := !since.IsZero() && c.byName != nil && !c.loaded.Before(since)
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
+	began := time.Now()
+	c.reloads++
 	all, err := c.store.Topics(ctx)
 	if err != nil {
 		return err
@@ -42,7 +64,7 @@ func (c *topicCache) refresh(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	old := c.byName
-	c.byName, c.byID, c.loaded = all, byID, time.Now()
+	c.byName, c.byID, c.loaded = all, byID, began
 	c.mu.Unlock()
 	for name, t := range old {
 		if now, ok := all[name]; !ok || now.ID != t.ID {
@@ -71,14 +93,19 @@ func (c *topicCache) byTopicID(ctx context.Context, id [16]byte) (redisstore.Top
 // lookup runs find (under the lock) on the cached registry, and again after a reload when the cache
 // missed or is stale.
 func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, bool)) (redisstore.Topic, error) {
+	asked := time.Now()
 	c.mu.Lock()
 	t, ok := find()
 	fresh := c.fresh()
+	missedLately := c.byName != nil && asked.Sub(c.loaded) < missReloadGap
 	c.mu.Unlock()
-	if ok && fresh {
+	switch {
+	case ok && fresh:
 		return t, nil
+	case !ok && missedLately:
+		return redisstore.Topic{}, redisstore.ErrUnknownTopic
 	}
-	if err := c.refresh(ctx); err != nil {
+	if err := c.refreshSince(ctx, asked); err != nil {
 		return redisstore.Topic{}, err
 	}
 	c.mu.Lock()

@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+// The topic cache reads the registry once for a burst of misses, and once for many lookups waiting on
+// an expired view; a topic created through this gateway (invalidate) is found at once, one created
+// elsewhere within missReloadGap.
+func TestTopicCacheReloadsOnceForMany(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	created := func(name string) {
+		t.Helper()
+		if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created("known")
+	c := newTopicCache(store)
+	reloads := func() int {
+		c.load.Lock()
+		defer c.load.Unlock()
+		return c.reloads
+	}
+
+	for i := range 1000 {
+		if _, err := c.get(ctx, fmt.Sprintf("unknown-%d", i)); !errors.Is(err, redisstore.ErrUnknownTopic) {
+			t.Fatalf("unknown-%d: %v", i, err)
+		}
+	}
+	if n := reloads(); n > 5 { // 1, or a few on a machine that paused for missReloadGap
+		t.Fatalf("1,000 unknown names read the registry %d times", n)
+	}
+
+	c.invalidate()
+	before := reloads()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if _, err := c.get(ctx, "known"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := reloads() - before; n < 1 || n > 2 {
+		t.Fatalf("50 lookups on an expired view read the registry %d times, want 1 or 2", n)
+	}
+
+	created("made-here")
+	c.invalidate()
+	if _, err := c.get(ctx, "made-here"); err != nil {
+		t.Fatalf("topic created through this gateway: %v", err)
+	}
+	created("made-elsewhere")
+	time.Sleep(missReloadGap + 50*time.Millisecond)
+	if _, err := c.get(ctx, "made-elsewhere"); err != nil {
+		t.Fatalf("topic created elsewhere, after %v: %v", missReloadGap, err)
+	}
+}
