@@ -33,11 +33,12 @@ type Node struct {
 
 // Kafka is the client-facing Kafka listener.
 type Kafka struct {
-	Listen         string `koanf:"listen" help:"host:port of the Kafka listener"`
-	Advertised     string `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
-	MaxFrameBytes  int32  `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
-	MaxConnections int    `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
-	TailCacheBytes int64  `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
+	Listen         string        `koanf:"listen" help:"host:port of the Kafka listener"`
+	Advertised     string        `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
+	MaxFrameBytes  int32         `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
+	MaxConnections int           `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
+	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection no request has reached for this long (Apache's connections.max.idle.ms); 0 = never"`
+	TailCacheBytes int64         `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
 }
 
 // Redis is the backing store. No addresses means the embedded in-process
@@ -105,6 +106,7 @@ func Default() Config {
 		Kafka: Kafka{
 			Listen:         "0.0.0.0:9092",
 			MaxFrameBytes:  100 << 20,
+			IdleTimeout:    10 * time.Minute,
 			TailCacheBytes: 64 << 20,
 		},
 		Redis: Redis{
@@ -185,6 +187,9 @@ func (c Config) Validate() error {
 		// A produce request carrying one maximal batch must still fit in a frame.
 		add(keyErr("kafka.max_frame_bytes", "%d is smaller than topics.max_message_bytes (%d)",
 			c.Kafka.MaxFrameBytes, c.Topics.MaxMessageBytes))
+	}
+	if c.Kafka.IdleTimeout < 0 {
+		add(keyErr("kafka.idle_timeout", "must be >= 0 (0 = never), got %v", c.Kafka.IdleTimeout))
 	}
 	if c.Kafka.TailCacheBytes < 0 {
 		add(keyErr("kafka.tail_cache_bytes", "must be >= 0 (0 = off), got %d", c.Kafka.TailCacheBytes))

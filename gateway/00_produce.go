@@ -11,7 +11,8 @@ package gateway
 // configured).
 //
 // Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
-// batch larger than max.message.bytes -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
+// batch larger than max.message.bytes, or decompressing past what is left of the request's budget
+// (kafka.max_frame_bytes for all its batches) -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
 // CORRUPT_MESSAGE; several batches or no records -> INVALID_RECORD; magic 0/1 ->
 // UNSUPPORTED_FOR_MESSAGE_FORMAT; acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
 // NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable; never success for a record not stored).
@@ -43,6 +44,9 @@ type produceJob struct {
 	batches []*redisstore.Batch
 	slots   []produceSlot // where each batch's answer goes in resp
 	ids     [][16]byte    // topic ID of each batch
+	// decompressed is the memory the batches' records take beyond the request's frame
+	// (protocol.Batch.Decompressed), which the connection's queue counts with the frame.
+	decompressed int
 
 	// Set by begin: the tail cache's registration and the copies it is taking.
 	keys    []partKey
@@ -65,6 +69,9 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 		fail = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	now := time.Now().UnixMilli()
+	// The request's batches decompress to at most the largest frame accepted, in all: a request of a
+	// few kilobytes must not take gigabytes, whatever its number of partitions.
+	budget := int(g.cfg.MaxFrameBytes)
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := kmsg.NewProduceResponseTopic()
@@ -85,11 +92,13 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 			case len(rp.Records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
 			default:
-				b, code := g.decodeProduceBatch(rt.Topic, rp, topic, now)
+				b, decompressed, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, budget)
 				if code != 0 {
 					sp.ErrorCode = code
 					break
 				}
+				budget -= decompressed
+				j.decompressed += decompressed
 				if b.LogAppendTime != 0 {
 					sp.LogAppendTime = b.LogAppendTime
 				}
@@ -182,18 +191,19 @@ var errAcksZeroFailed = errors.New("gateway: acks=0 produce failed")
 // store, so a batch means the same everywhere (docs/COMPATIBILITY.md).
 const maxRecordHeaders = 1000
 
-// decodeProduceBatch validates and decodes one partition's records into a store batch.
-func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64) (*redisstore.Batch, int16) {
-	decoded, err := protocol.DecodeBatches(rp.Records, int(g.cfg.MaxFrameBytes))
+// decodeProduceBatch validates and decodes one partition's records into a store batch, decompressing
+// them into at most budget bytes, and returns the bytes decompression took.
+func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64, budget int) (*redisstore.Batch, int, int16) {
+	decoded, err := protocol.DecodeBatches(rp.Records, max(budget, 1)) // 0 would mean its default
 	switch {
 	case errors.Is(err, protocol.ErrUnsupportedMagic):
-		return nil, kerr.UnsupportedForMessageFormat.Code
+		return nil, 0, kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, protocol.ErrBatchTooLarge):
-		return nil, kerr.MessageTooLarge.Code
+		return nil, 0, kerr.MessageTooLarge.Code
 	case err != nil:
-		return nil, kerr.CorruptMessage.Code
+		return nil, 0, kerr.CorruptMessage.Code
 	case len(decoded) != 1 || len(decoded[0].Records) == 0:
-		return nil, kerr.InvalidRecord.Code
+		return nil, 0, kerr.InvalidRecord.Code
 	}
 	pb := &decoded[0]
 	switch {
@@ -201,14 +211,14 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	// count, no control records, a sequence wherever there is a producer id.
 	case int64(pb.LastOffsetDelta)+1 != int64(len(pb.Records)), pb.Control(),
 		pb.ProducerID >= 0 && pb.BaseSequence < 0:
-		return nil, kerr.InvalidRecord.Code
+		return nil, 0, kerr.InvalidRecord.Code
 	case pb.Transactional():
-		return nil, kerr.TransactionalIDAuthorizationFailed.Code
+		return nil, 0, kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	nh := 0
 	for i := range pb.Records {
 		if len(pb.Records[i].Headers) > maxRecordHeaders {
-			return nil, kerr.InvalidRecord.Code
+			return nil, 0, kerr.InvalidRecord.Code
 		}
 		nh += len(pb.Records[i].Headers)
 	}
@@ -241,5 +251,5 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 			sr.Headers = headers[from:len(headers):len(headers)]
 		}
 	}
-	return b, 0
+	return b, pb.Decompressed, 0
 }

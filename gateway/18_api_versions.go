@@ -5,7 +5,8 @@ package gateway
 // Advertises supportedAPIs. A request at a version kgate does not know is answered, as Apache Kafka
 // does, with UNSUPPORTED_VERSION in a v0-shaped response listing the supported ranges, so the client
 // can retry at a version both sides speak. The response header is never the flexible one (KIP-511).
-// v3's client software name and version are recorded for the connection log only.
+// v3's client software name and version must be what Apache accepts (validSoftwareName), else the
+// answer is INVALID_REQUEST; they are recorded for the connection log only.
 
 import (
 	"context"
@@ -17,11 +18,37 @@ import (
 
 func (c *conn) apiVersions(_ context.Context, req *kmsg.ApiVersionsRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ApiKeys = advertisedAPIs()
-	if req.Version >= 3 && req.ClientSoftwareName != "" {
-		c.log = c.log.With().Str("client_software", req.ClientSoftwareName+"/"+req.ClientSoftwareVersion).Logger()
+	if req.Version >= 3 {
+		if !validSoftwareName(req.ClientSoftwareName) || !validSoftwareName(req.ClientSoftwareVersion) {
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return resp, nil
+		}
+		c.software = req.ClientSoftwareName + "/" + req.ClientSoftwareVersion
+		if len(c.software) > maxLoggedSoftware {
+			c.software = c.software[:maxLoggedSoftware]
+		}
 	}
+	resp.ApiKeys = advertisedAPIs()
 	return resp, nil
+}
+
+// maxLoggedSoftware bounds the client software name/version a connection keeps for its log.
+const maxLoggedSoftware = 256
+
+// validSoftwareName reports whether s is a client software name or version Apache Kafka accepts:
+// ASCII letters and digits, with '-' and '.' allowed except first and last.
+func validSoftwareName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		alnum := 'a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9'
+		if !alnum && (i == 0 || i == len(s)-1 || ch != '-' && ch != '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func unsupportedAPIVersions(int16) *kmsg.ApiVersionsResponse {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -24,6 +26,7 @@ type conn struct {
 	nc       net.Conn
 	remote   string
 	clientID string
+	software string // client software name/version from ApiVersions v3, for the log
 	log      zerolog.Logger
 	// outBufs are pooled buffers the response being answered points into (a fetch's record
 	// batches), handed back once the response is written.
@@ -77,16 +80,31 @@ func (g *Gateway) serveConn(nc net.Conn) {
 	}
 	c.closeReadAhead()
 	connectionsClosed()
-	ev := c.log.Info().Str("client_id", c.clientID)
+	ev := c.log.Info().Str("client_id", c.clientID).Str("client_software", c.software)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		ev = ev.Err(err)
 	}
 	ev.Msg("connection closed")
 }
 
-func (c *conn) readLoop(ctx context.Context) error {
+// errPanic is a panic while serving a connection, recovered (recovered): the connection closes and the
+// gateway serves the others.
+var errPanic = errors.New("gateway: panic serving a request")
+
+// recovered, deferred, turns a panic of the calling goroutine into errPanic in *err, logged with its
+// stack.
+func (c *conn) recovered(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%w: %v", errPanic, p)
+		c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic serving a request; closing the connection")
+	}
+}
+
+func (c *conn) readLoop(ctx context.Context) (err error) {
+	defer c.recovered(&err)
 	var size [4]byte
 	for {
+		c.stayOpen()
 		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
 			return err
 		}
@@ -97,9 +115,8 @@ func (c *conn) readLoop(ctx context.Context) error {
 		case n > c.g.cfg.MaxFrameBytes:
 			return protocol.ErrFrameTooLarge
 		}
-		bufp := getBuf(int(n))
-		buf := (*bufp)[:n]
-		if _, err := io.ReadFull(c.nc, buf); err != nil {
+		bufp, buf, err := c.readBody(int(n))
+		if err != nil {
 			putBuf(bufp, buf)
 			return err
 		}
@@ -107,6 +124,43 @@ func (c *conn) readLoop(ctx context.Context) error {
 		if err := c.handleFrame(ctx, buf, func() { putBuf(bufp, buf) }); err != nil {
 			return err
 		}
+	}
+}
+
+// bodyGrowStep bounds how far a frame's buffer runs ahead of the bytes that arrived: a four-byte size
+// prefix alone must not make the gateway allocate (and hold, while the peer sends nothing more) the
+// whole frame limit.
+const bodyGrowStep = 1 << 20
+
+// readBody reads a frame body of n bytes into a pooled buffer. A body above bodyGrowStep is read into
+// a buffer that grows fourfold as the bytes arrive, so the memory held is at most four times what the
+// peer has sent (plus bodyGrowStep), for a copy of at most a third of the body in all. On an error the
+// buffer read so far is returned with it, to be handed back.
+func (c *conn) readBody(n int) (*[]byte, []byte, error) {
+	bufp := getBuf(min(n, bodyGrowStep))
+	buf := (*bufp)[:0]
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			nextp := getBuf(min(n, max(4*len(buf), bodyGrowStep)))
+			next := append((*nextp)[:0], buf...)
+			putBuf(bufp, buf)
+			bufp, buf = nextp, next
+		}
+		m, err := io.ReadFull(c.nc, buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return bufp, buf, err
+		}
+		c.stayOpen()
+	}
+	return bufp, buf, nil
+}
+
+// stayOpen pushes back the idle deadline (Config.IdleTimeout): a connection is idle when no byte of a
+// request arrives for that long.
+func (c *conn) stayOpen() {
+	if d := c.g.cfg.IdleTimeout; d > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(d))
 	}
 }
 
@@ -137,14 +191,14 @@ type appendQueue struct {
 	cond    *sync.Cond // created on first use; signalled on every change below
 	jobs    []*queuedProduce
 	held    int           // requests queued or being appended
-	bytes   int           // their frame bytes
+	bytes   int           // their frame bytes and the memory their records took decompressed
 	stopped chan struct{} // closed when runAppends has returned (nil until it starts, once)
 	closing bool          // the connection's read loop ended: runAppends returns once the queue is empty
 	err     error         // the failure that ended the connection
 }
 
 type queuedProduce struct {
-	size    int // of the request frame
+	size    int // of the request frame, with its records decompressed
 	hdr     protocol.RequestHeader
 	start   time.Time
 	job     *produceJob
@@ -157,7 +211,8 @@ func (c *conn) handleFrame(ctx context.Context, frame []byte, release func()) er
 	start := time.Now()
 	hdr, a, req, err := c.decode(frame)
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
-		return c.enqueueProduce(ctx, &queuedProduce{size: len(frame), hdr: hdr, start: start, job: c.prepareProduce(ctx, pr), release: release})
+		job := c.prepareProduce(ctx, pr)
+		return c.enqueueProduce(ctx, &queuedProduce{size: len(frame) + job.decompressed, hdr: hdr, start: start, job: job, release: release})
 	}
 	defer release()
 	if aerr := c.awaitAppends(); aerr != nil {
@@ -274,7 +329,8 @@ func (c *conn) runAppends(ctx context.Context, stopped chan struct{}) {
 }
 
 // appendQueued appends the batches of jobs in one store call and answers each job in order.
-func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) error {
+func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) (err error) {
+	defer c.recovered(&err)
 	var batches []*redisstore.Batch
 	for _, p := range jobs {
 		p.job.begin()
@@ -343,7 +399,7 @@ func (c *conn) answer(hdr protocol.RequestHeader, start time.Time, resp kmsg.Res
 		c.log.Debug().Str("api", kmsg.NameForKey(hdr.APIKey)).Int16("version", hdr.APIVersion).
 			Int32("correlation_id", hdr.CorrelationID).Dur("took", elapsed).Msg("request")
 	}
-	if elapsed > c.g.cfg.SlowRequest {
+	if slow := c.g.cfg.SlowRequest; slow > 0 && elapsed > slow {
 		c.log.Warn().Str("api", kmsg.NameForKey(hdr.APIKey)).Int16("version", hdr.APIVersion).
 			Dur("took", elapsed).Msg("slow request")
 	}

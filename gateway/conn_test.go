@@ -8,10 +8,12 @@ import (
 	"net"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/protocol"
@@ -234,4 +236,139 @@ func readResponse(t *testing.T, nc net.Conn) (int32, []byte) {
 		t.Fatalf("read response: %v", err)
 	}
 	return int32(binary.BigEndian.Uint32(body)), body[4:]
+}
+
+// A frame's buffer grows with the bytes that arrive: a size prefix announcing 64 MiB followed by ten
+// bytes holds about a megabyte, not the 64 MiB announced; a body of several megabytes arrives intact.
+func TestFrameBufferGrowsWithTheBytes(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	c := &conn{g: &Gateway{}, nc: server}
+	go func() {
+		_, _ = client.Write(make([]byte, 10))
+		client.Close()
+	}()
+	bufp, buf, err := c.readBody(64 << 20)
+	if err == nil || len(buf) != 10 || cap(buf) > 2*bodyGrowStep {
+		t.Fatalf("64 MiB announced, 10 bytes sent: err %v, %d bytes read into a buffer of %d", err, len(buf), cap(buf))
+	}
+	putBuf(bufp, buf)
+
+	client, server = net.Pipe()
+	defer server.Close()
+	c.nc = server
+	want := make([]byte, 5<<20+123)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	go func() {
+		for rest := want; len(rest) > 0; { // in pieces, as a network delivers them
+			n := min(len(rest), 64<<10+17)
+			_, _ = client.Write(rest[:n])
+			rest = rest[n:]
+		}
+		client.Close()
+	}()
+	bufp, buf, err = c.readBody(len(want))
+	if err != nil || !bytes.Equal(buf, want) {
+		t.Fatalf("5 MiB body: err %v, %d bytes read, equal %v", err, len(buf), bytes.Equal(buf, want))
+	}
+	putBuf(bufp, buf)
+}
+
+// A connection no request byte reaches for Config.IdleTimeout is closed; requests keep it open.
+func TestIdleConnectionClosed(t *testing.T) {
+	ctx, g, _ := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
+	client, server := net.Pipe()
+	if !g.track(server) {
+		t.Fatal("track refused")
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		g.serveConn(server)
+	}()
+	defer client.Close()
+	opened := time.Now()
+	for i := range 6 { // 600 ms of requests, 100 ms apart
+		if _, err := client.Write(apiVersionsFrame(int32(i))); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if corr, _ := readResponse(t, client); corr != int32(i) {
+			t.Fatalf("answer to %d has correlation id %d", i, corr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("idle connection not closed")
+	}
+	if open := time.Since(opened); open < 800*time.Millisecond {
+		t.Fatalf("closed after %v, while requests kept it busy", open)
+	}
+}
+
+// ApiVersions v3 refuses a client software name or version Apache refuses (INVALID_REQUEST, no API
+// list) and keeps the last valid pair for the connection's log, replacing the one before.
+func TestApiVersionsSoftwareName(t *testing.T) {
+	c := &conn{g: &Gateway{}}
+	ask := func(name, version string) *kmsg.ApiVersionsResponse {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = 3
+		req.ClientSoftwareName, req.ClientSoftwareVersion = name, version
+		resp, err := c.apiVersions(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ApiVersionsResponse)
+	}
+	for _, nv := range [][2]string{{"", "1"}, {"kgo", ""}, {"-kgo", "1"}, {"kgo-", "1"}, {"k go", "1"}, {"kgo", "1.0+dirty"}, {"kgo", "v1."}} {
+		if resp := ask(nv[0], nv[1]); resp.ErrorCode != kerr.InvalidRequest.Code || len(resp.ApiKeys) != 0 {
+			t.Errorf("%q %q: error %d with %d keys, want INVALID_REQUEST and none", nv[0], nv[1], resp.ErrorCode, len(resp.ApiKeys))
+		}
+	}
+	for _, nv := range [][2]string{{"kgo", "v1.18.0"}, {"apache-kafka-java", "3.7.0"}, {"librdkafka", "2"}} {
+		if resp := ask(nv[0], nv[1]); resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
+			t.Errorf("%q %q: error %d with %d keys", nv[0], nv[1], resp.ErrorCode, len(resp.ApiKeys))
+		}
+	}
+	if c.software != "librdkafka/2" {
+		t.Errorf("software %q, want the last one alone", c.software)
+	}
+	ask(strings.Repeat("x", 10_000), "1")
+	if len(c.software) != maxLoggedSoftware {
+		t.Errorf("a 10,000-byte name is kept as %d bytes", len(c.software))
+	}
+}
+
+// A panic serving a request closes that connection and the gateway goes on: here the gateway has no
+// store (its topic cache has one), so the appender's Append panics.
+func TestPanicClosesTheConnection(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	g.store = nil
+	client, server := net.Pipe()
+	defer client.Close()
+	if !g.track(server) {
+		t.Fatal("track refused")
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		g.serveConn(server)
+	}()
+	if _, err := client.Write(produceFrame(t, 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("connection not closed after the panic")
+	}
+	if _, err := client.Read(make([]byte, 1)); err == nil {
+		t.Fatal("an answer after the panic")
+	}
 }

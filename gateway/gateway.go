@@ -32,8 +32,11 @@ type Config struct {
 	DefaultRetentionBytes int64
 	MaxMessageBytes       int32 // broker default for max.message.bytes
 
-	SlowRequest    time.Duration // requests slower than this are logged at warn
+	SlowRequest    time.Duration // requests slower than this are logged at warn; 0: 1s; negative: never
 	MaxConnections int           // 0: unlimited
+	// IdleTimeout closes a client connection no request byte reached for this long (Apache's
+	// connections.max.idle.ms); 0: 10 minutes, Apache's default; negative: never.
+	IdleTimeout time.Duration
 
 	// Gateway membership (scale-out): registration heartbeat in Redis, or a static peer list.
 	HeartbeatInterval time.Duration
@@ -77,8 +80,11 @@ func (c *Config) fillDefaults() {
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1048588
 	}
-	if c.SlowRequest <= 0 {
+	if c.SlowRequest == 0 {
 		c.SlowRequest = time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 10 * time.Minute
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second

@@ -78,6 +78,9 @@ type Batch struct {
 	BaseSequence         int32
 	NumRecords           int32
 	Records              []Record
+	// Decompressed is the size of the records once decompressed, which they alias: memory beyond
+	// the bytes received; 0 for an uncompressed batch.
+	Decompressed int
 }
 
 // Compression returns the batch's compression codec.
@@ -171,6 +174,7 @@ func decodeBatch(raw []byte, maxDecompressed int) (Batch, error) {
 		if recs, err = decompress(c, recs, maxDecompressed); err != nil {
 			return Batch{}, err
 		}
+		b.Decompressed = len(recs)
 	}
 	// Bound the allocation by the bytes that must back the records.
 	if b.NumRecords < 0 || int64(b.NumRecords) > int64(len(recs)/minRecordLength) {

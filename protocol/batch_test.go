@@ -71,6 +71,10 @@ func equalBatch(t *testing.T, got, want Batch) {
 	t.Helper()
 	gotRecs, wantRecs := got.Records, want.Records
 	got.Records, want.Records = nil, nil
+	if c := got.Compression(); c == CodecNone && got.Decompressed != 0 || c != CodecNone && got.NumRecords > 0 && got.Decompressed == 0 {
+		t.Fatalf("%v batch of %d records with %d bytes decompressed", c, got.NumRecords, got.Decompressed)
+	}
+	got.Decompressed, want.Decompressed = 0, 0 // want may be a batch built by hand
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("batch header\n got %+v\nwant %+v", got, want)
 	}

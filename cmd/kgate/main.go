@@ -74,7 +74,8 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		DefaultRetentionMs:    cfg.Topics.RetentionMs,
 		DefaultRetentionBytes: cfg.Topics.RetentionBytes,
 		MaxMessageBytes:       cfg.Topics.MaxMessageBytes,
-		SlowRequest:           cfg.Log.SlowRequest,
+		SlowRequest:           neverIfZero(cfg.Log.SlowRequest),
+		IdleTimeout:           neverIfZero(cfg.Kafka.IdleTimeout),
 		HeartbeatInterval:     cfg.Cluster.HeartbeatInterval,
 		NodeTimeout:           cfg.Cluster.NodeTimeout,
 		Peers:                 gpeers,
@@ -112,6 +113,14 @@ func newLogger(c configs.Log) zerolog.Logger {
 }
 
 // tailCacheBytes maps the setting (0 = off) to the gateway's (0 = its default, negative = off).
+// neverIfZero maps a configured 0 ("never") to the gateway's negative "never" (its 0 is the default).
+func neverIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 func tailCacheBytes(n int64) int64 {
 	if n == 0 {
 		return -1

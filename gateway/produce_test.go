@@ -1,0 +1,56 @@
+package gateway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/protocol"
+	"github.com/kgate/kgate/redisstore"
+)
+
+// A request's batches decompress to at most the largest frame accepted in all: three zstd batches of
+// a few hundred bytes, each one 400 KiB record of zeros, under a 1 MiB frame limit; the third finds
+// the budget spent (MESSAGE_TOO_LARGE) and the connection's queue counts the other two's 800 KiB.
+func TestProduceDecompressionBounded(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{MaxFrameBytes: 1 << 20})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "zeros", Partitions: 3, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
+		PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 1,
+		Records: []protocol.Record{{Value: make([]byte, 400<<10)}},
+	}, protocol.CodecZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batch) > 4<<10 {
+		t.Fatalf("compressed batch of %d bytes", len(batch))
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "zeros"
+	for p := range int32(3) {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, batch
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+
+	j := (&conn{g: g}).prepareProduce(ctx, req)
+	codes := make([]int16, 3)
+	for i, sp := range j.resp.Topics[0].Partitions {
+		codes[i] = sp.ErrorCode
+	}
+	if codes[0] != 0 || codes[1] != 0 || codes[2] != kerr.MessageTooLarge.Code || len(j.batches) != 2 {
+		t.Fatalf("error codes %v with %d batches, want [0 0 %d] and 2", codes, len(j.batches), kerr.MessageTooLarge.Code)
+	}
+	if j.decompressed < 800<<10 || j.decompressed > 1<<20 {
+		t.Fatalf("decompressed %d bytes counted, want about 800 KiB", j.decompressed)
+	}
+}
