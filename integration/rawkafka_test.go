@@ -132,7 +132,9 @@ func (c *rawConn) expectClosed(d time.Duration) {
 // apiVersionsOK asserts the connection still answers an ApiVersions request.
 func (c *rawConn) apiVersionsOK() {
 	c.t.Helper()
-	resp := roundTrip[*kmsg.ApiVersionsResponse](c, 3, kmsg.NewPtrApiVersionsRequest())
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "kgate-test", "1.0" // v3 needs both, as on Apache
+	resp := roundTrip[*kmsg.ApiVersionsResponse](c, 3, req)
 	if resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
 		c.t.Fatalf("ApiVersions: error %d, %d keys", resp.ErrorCode, len(resp.ApiKeys))
 	}

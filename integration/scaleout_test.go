@@ -966,7 +966,9 @@ func TestRedisMasterFailover(t *testing.T) {
 		if !r.proc.Running() {
 			t.Fatalf("%s: gateway exited: %v", r.name, r.proc.waitErr)
 		}
-		resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, r.cl.SeedBrokers()[0])
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.ClientSoftwareName, av.ClientSoftwareVersion = "kgate-test", "1.0"
+		resp, err := av.RequestWith(ctx, r.cl.SeedBrokers()[0])
 		if err != nil || resp.ErrorCode != 0 {
 			t.Errorf("%s: ApiVersions after the failover: %v (code %v)", r.name, err, resp)
 		}
