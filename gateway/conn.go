@@ -418,6 +418,10 @@ func (c *conn) write(hdr protocol.RequestHeader, resp kmsg.Response) error {
 	bufp := getBuf(responseSizeHint(resp))
 	out := protocol.AppendResponse((*bufp)[:0], hdr.CorrelationID, resp)
 	bytesOut(len(out))
+	if d := c.g.cfg.IdleTimeout; d > 0 {
+		// A client that stops reading is idle too: its answers must not pin the connection for good.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+	}
 	_, err := c.nc.Write(out)
 	putBuf(bufp, out)
 	c.releaseOutBufs()

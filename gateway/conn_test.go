@@ -372,3 +372,27 @@ func TestPanicClosesTheConnection(t *testing.T) {
 		t.Fatal("an answer after the panic")
 	}
 }
+
+// A client that sends requests but stops reading their answers is idle as well: the write waiting for
+// it gives up after Config.IdleTimeout and the connection closes.
+func TestConnectionNotReadClosed(t *testing.T) {
+	ctx, g, _ := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
+	client, server := net.Pipe() // unbuffered: an answer nobody reads blocks its write
+	if !g.track(server) {
+		t.Fatal("track refused")
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		g.serveConn(server)
+	}()
+	defer client.Close()
+	if _, err := client.Write(apiVersionsFrame(1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("connection whose answers are not read stayed open")
+	}
+}
