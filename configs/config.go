@@ -37,7 +37,7 @@ type Kafka struct {
 	Advertised     string        `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
 	MaxFrameBytes  int32         `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
 	MaxConnections int           `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
-	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection no request has reached for this long (Apache's connections.max.idle.ms); 0 = never"`
+	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection that sends no request, or reads no answer, for this long (Apache's connections.max.idle.ms); 0 = never"`
 	TailCacheBytes int64         `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
 }
 
