@@ -69,6 +69,7 @@ func TestValidate(t *testing.T) {
 		{"frame below message", func(c *Config) { c.Kafka.MaxFrameBytes = 1000 }, "kafka.max_frame_bytes", "topics.max_message_bytes"},
 		{"connections", func(c *Config) { c.Kafka.MaxConnections = -1 }, "kafka.max_connections", ">= 0"},
 		{"tail cache", func(c *Config) { c.Kafka.TailCacheBytes = -1 }, "kafka.tail_cache_bytes", ">= 0"},
+		{"idle timeout", func(c *Config) { c.Kafka.IdleTimeout = -time.Second }, "kafka.idle_timeout", ">= 0"},
 		{"redis addr", func(c *Config) { c.Redis.Addrs = []string{"redis"} }, "redis.addrs", "missing port"},
 		{"redis addr host", func(c *Config) { c.Redis.Addrs = []string{":6379"} }, "redis.addrs", "missing host"},
 		{"redis many addrs", func(c *Config) { c.Redis.Addrs = []string{"a:1", "b:2"} }, "redis.addrs", "redis.cluster"},
