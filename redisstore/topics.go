@@ -105,39 +105,96 @@ func TopicNames(m map[string]Topic) []string {
 func (s *Store) Topic(ctx context.Context, name string) (Topic, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	_, t, err := s.topicEntry(ctx, name)
+	return t, err
+}
+
+// topicEntry reads topic name's registry entry: its JSON text as stored (for a compare-and-swap) and
+// the topic it holds. ErrUnknownTopic when there is none.
+func (s *Store) topicEntry(ctx context.Context, name string) (string, Topic, error) {
 	raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
 	if err == redis.Nil {
-		return Topic{}, ErrUnknownTopic
+		return "", Topic{}, ErrUnknownTopic
 	}
 	if err != nil {
-		return Topic{}, err
+		return "", Topic{}, err
 	}
 	var t Topic
 	if err := json.Unmarshal([]byte(raw), &t); err != nil {
-		return Topic{}, fmt.Errorf("redisstore: topic %q: %w", name, err)
+		return "", Topic{}, fmt.Errorf("redisstore: topic %q: %w", name, err)
 	}
 	t.Name = name
-	return t, nil
+	return raw, t, nil
 }
 
-// DeleteTopic removes the topic's partition keys, then its registry entry, so a topic recreated under
-// the same name never sees old records.
+// DeleteTopic removes topic name, whatever its ID: see deleteTopic.
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
-	t, err := s.Topic(ctx, name)
-	if err != nil {
-		return err
-	}
+	return s.deleteTopic(ctx, name, func(Topic) bool { return true })
+}
+
+// DeleteTopicID removes topic name only while its registry entry has topic ID id; ErrUnknownTopic
+// otherwise. A delete by topic ID goes through the name a gateway's registry view (up to a second
+// old) gives for the ID: another gateway may have deleted that topic and created a new one under the
+// same name meanwhile, which must not be deleted in its place.
+func (s *Store) DeleteTopicID(ctx context.Context, name string, id [16]byte) error {
+	return s.deleteTopic(ctx, name, func(t Topic) bool { return t.ID == id })
+}
+
+// removeTopicScript removes a registry entry only if it still holds the text the caller read.
+// KEYS: topics. ARGV: name, expected JSON. Returns 1 when removed, 0 when the entry changed
+// meanwhile, -1 when it is gone.
+var removeTopicScript = redis.NewScript(`
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return -1 end
+if raw ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 1
+`)
+
+// deleteTopic removes the partition keys of topic name, then its registry entry, so a topic
+// recreated under the same name never sees old records; only if match accepts the entry
+// (ErrUnknownTopic otherwise). The entry is removed compared and swapped against the text whose
+// partitions were deleted: an entry changed meanwhile (partitions added, configs set, or the topic
+// deleted and created again through another gateway) is read and matched again, so a new topic of
+// the same name is never removed by a match against the old one.
+//
+// The partition keys live in other hash slots than the registry, so their removal cannot be one
+// step with the match: a topic deleted and created again through another gateway in the instant
+// between the read and the partition deletes loses its fresh keys.
+func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) bool) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
-	for p := int32(0); p < t.Partitions; p++ {
-		// One DEL per slot: a partition's keys share a hash tag.
-		pipe.Del(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p))
+	var cleared int32 // partitions [0, cleared) have lost their keys
+	for {
+		raw, t, err := s.topicEntry(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !match(t) {
+			return ErrUnknownTopic
+		}
+		if cleared < t.Partitions {
+			pipe := s.rdb.Pipeline()
+			for p := cleared; p < t.Partitions; p++ {
+				// One DEL per slot: a partition's keys share a hash tag.
+				pipe.Del(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+			cleared = t.Partitions
+		}
+		res, err := removeTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
+		switch {
+		case err != nil:
+			return err
+		case res != 0:
+			// Removed, or gone already: deleted concurrently, or this script ran twice because the
+			// cluster client sent it again after a lost reply. Either way the topic is gone.
+			return nil
+		}
+		// Changed under us: read it again. ctx bounds the loop.
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return err
-	}
-	return s.rdb.HDel(ctx, s.keys.topics(), name).Err()
 }
 
 // setPartitionsScript grows a topic's partition count atomically (never shrinks), and the count of
@@ -217,16 +274,9 @@ func (s *Store) SetTopicConfigs(ctx context.Context, name string, configs map[st
 // anew, never overwritten with a stale copy. edit returns false to leave the entry as it is.
 func (s *Store) updateTopic(ctx context.Context, name string, edit func(t *Topic) bool) error {
 	for {
-		raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
-		if err == redis.Nil {
-			return ErrUnknownTopic
-		}
+		raw, t, err := s.topicEntry(ctx, name)
 		if err != nil {
 			return err
-		}
-		var t Topic
-		if err := json.Unmarshal([]byte(raw), &t); err != nil {
-			return fmt.Errorf("redisstore: topic %q: %w", name, err)
 		}
 		if !edit(&t) {
 			return nil

@@ -182,6 +182,51 @@ func TestDeleteTopic(t *testing.T) {
 	})
 }
 
+// TestDeleteTopicID: a delete by topic ID removes the topic only while its registry entry has that
+// ID. A topic deleted and created again under the same name (through another gateway, whose
+// registry view this one's may lag by a second) keeps its entry and its records.
+func TestDeleteTopicID(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		oldID, newID := [16]byte{'o', 'l', 'd'}, [16]byte{'n', 'e', 'w'}
+		if err := s.CreateTopic(ctx, Topic{Name: "orders", ID: oldID, Partitions: 2, Created: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteTopic(ctx, "orders"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateTopic(ctx, Topic{Name: "orders", ID: newID, Partitions: 1, Created: 2}); err != nil {
+			t.Fatal(err)
+		}
+		appendOne(t, s, "orders", 0, plain("kept", 1)...)
+
+		for _, id := range [][16]byte{oldID, {}} {
+			if err := s.DeleteTopicID(ctx, "orders", id); !errors.Is(err, ErrUnknownTopic) {
+				t.Fatalf("DeleteTopicID(orders, %x) of the topic with ID %x: %v, want ErrUnknownTopic", id, newID, err)
+			}
+		}
+		if got, err := s.Topic(ctx, "orders"); err != nil || got.ID != newID {
+			t.Fatalf("after deletes by other IDs: %+v, %v; want the topic with ID %x", got, err, newID)
+		}
+		if res := mustRead(t, s, "orders", 0, 0, 10); len(res.Records) != 1 {
+			t.Fatalf("after deletes by other IDs: %d records, want 1", len(res.Records))
+		}
+
+		if err := s.DeleteTopicID(ctx, "orders", newID); err != nil {
+			t.Fatalf("DeleteTopicID with the topic's own ID: %v", err)
+		}
+		if _, err := s.Topic(ctx, "orders"); !errors.Is(err, ErrUnknownTopic) {
+			t.Fatalf("Topic after DeleteTopicID: %v, want ErrUnknownTopic", err)
+		}
+		if n, err := s.Client().Exists(ctx, s.keys.stream("orders", 0), s.keys.meta("orders", 0)).Result(); err != nil || n != 0 {
+			t.Fatalf("%d keys of the deleted topic left (%v)", n, err)
+		}
+		if err := s.DeleteTopicID(ctx, "orders", newID); !errors.Is(err, ErrUnknownTopic) {
+			t.Fatalf("second DeleteTopicID: %v, want ErrUnknownTopic", err)
+		}
+	})
+}
+
 // TestAppendToDeletedTopic: an append still in flight when its topic is deleted (the gateway's view of
 // the registry up to a second old) is refused with ErrUnknownPartition and leaves no key behind, alone
 // or merged into a run; the topic created again under the same name starts empty, and an idempotent
