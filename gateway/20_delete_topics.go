@@ -2,10 +2,14 @@ package gateway
 
 // DeleteTopics v0-v6.
 //
-// By name (v0-v5) or by name or topic ID (v6). Removes the partition streams and their side keys, then
-// the registry entry, so a topic recreated under the same name starts empty. Unknown name ->
-// UNKNOWN_TOPIC_OR_PARTITION, unknown ID -> UNKNOWN_TOPIC_ID. Committed offsets of groups on the topic
-// stay until the groups are deleted (as on Apache, where they expire with offsets.retention).
+// By name (v0-v5) or, from v6, by name or by topic ID: an entry naming both, or neither, ->
+// INVALID_REQUEST, as on Apache. Removes the partition streams and their side keys, then the registry
+// entry, so a topic recreated under the same name starts empty. Unknown name ->
+// UNKNOWN_TOPIC_OR_PARTITION (the empty name too: Apache does not validate names here), unknown ID ->
+// UNKNOWN_TOPIC_ID. A delete by ID removes the topic only while it still has that ID: the ID goes to a
+// name through this gateway's registry view, up to a second old, and the topic may have been deleted
+// and created again meanwhile. Committed offsets of groups on the topic stay until the groups are
+// deleted (as on Apache, where they expire with offsets.retention).
 
 import (
 	"context"
@@ -37,10 +41,18 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 	for _, tg := range targets {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = tg.name, tg.id
+		byID := tg.id != [16]byte{}
+		if (tg.name != nil) == byID {
+			msg := "neither a topic name nor a topic ID was given"
+			if byID {
+				msg = "both a topic name and a topic ID were given"
+			}
+			st.ErrorCode, st.ErrorMessage = kerr.InvalidRequest.Code, &msg
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		var name string
-		if tg.name != nil && *tg.name != "" {
-			name = *tg.name
-		} else {
+		if byID {
 			t, err := g.topics.byTopicID(ctx, tg.id)
 			if err != nil {
 				st.ErrorCode = kerr.UnknownTopicID.Code
@@ -52,12 +64,16 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 			}
 			name = t.Name
 			st.Topic = &name
+		} else {
+			name = *tg.name
+			if t, err := g.topics.get(ctx, name); err == nil {
+				st.TopicID = t.ID
+			}
 		}
-		if t, err := g.topics.get(ctx, name); err == nil {
-			st.TopicID = t.ID
-		}
-		err := g.deleteTopic(ctx, name)
+		err := g.deleteTopic(ctx, name, tg.id)
 		switch {
+		case errors.Is(err, redisstore.ErrUnknownTopic) && byID:
+			st.Topic, st.ErrorCode = nil, kerr.UnknownTopicID.Code // the ID is gone, whatever the name holds now
 		case errors.Is(err, redisstore.ErrUnknownTopic):
 			st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		case err != nil:
@@ -72,9 +88,15 @@ func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) 
 
 // deleteTopic removes a topic from Redis and forgets what this gateway keeps of it (its registry view,
 // whose next load also drops its fetch sizing, and its tail cache), for both the Kafka API and the
-// admin API.
-func (g *Gateway) deleteTopic(ctx context.Context, name string) error {
-	err := g.store.DeleteTopic(ctx, name)
+// admin API. A zero id deletes whatever topic has the name; any other only the topic with that ID
+// (redisstore.ErrUnknownTopic when the name holds another).
+func (g *Gateway) deleteTopic(ctx context.Context, name string, id [16]byte) error {
+	var err error
+	if id == ([16]byte{}) {
+		err = g.store.DeleteTopic(ctx, name)
+	} else {
+		err = g.store.DeleteTopicID(ctx, name, id)
+	}
 	g.topics.invalidate()
 	g.tail.forget(name)
 	return err

@@ -685,7 +685,7 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) apiDeleteTopic(w http.ResponseWriter, r *http.Request) {
-	err := g.deleteTopic(r.Context(), r.PathValue("topic"))
+	err := g.deleteTopic(r.Context(), r.PathValue("topic"), [16]byte{})
 	if err != nil {
 		storeError(w, err)
 		return
