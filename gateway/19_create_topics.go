@@ -27,6 +27,7 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 	g := c.g
 	resp := kmsg.NewPtrCreateTopicsResponse()
 	existing, err := g.topics.all(ctx)
+	collisions := newDotCollisions(existing)
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
@@ -64,7 +65,7 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			msg(kerr.InvalidTopicException.Code, "topic name is illegal: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
 		case existing[rt.Topic].Partitions > 0:
 			msg(kerr.TopicAlreadyExists.Code, "topic '"+rt.Topic+"' already exists")
-		case collides(existing, rt.Topic):
+		case collisions.collides(rt.Topic):
 			msg(kerr.InvalidTopicException.Code, "topic name collides with an existing topic on '.' and '_'")
 		case len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
 			msg(kerr.InvalidRequest.Code, "both a partition count or replication factor and a replica assignment were set")
@@ -110,15 +111,6 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
-}
-
-func collides(existing map[string]redisstore.Topic, name string) bool {
-	for n := range existing {
-		if collidesOnDots(n, name) {
-			return true
-		}
-	}
-	return false
 }
 
 // newTopic builds a registry entry with a fresh topic ID.

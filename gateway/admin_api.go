@@ -657,7 +657,7 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 	if existing, err := g.topics.all(r.Context()); err != nil {
 		storeError(w, err)
 		return
-	} else if collides(existing, req.Name) {
+	} else if newDotCollisions(existing).collides(req.Name) {
 		writeError(w, http.StatusBadRequest, "topic name collides with an existing topic on '.' and '_'")
 		return
 	}

@@ -3,6 +3,8 @@ package gateway
 import (
 	"errors"
 	"strings"
+
+	"github.com/kgate/kgate/redisstore"
 )
 
 // maxTopicNameLen is Apache Kafka's limit.
@@ -29,7 +31,23 @@ func validTopicName(name string) error {
 // hash per partition, so a request for two billion would take a gateway down.
 const maxTopicPartitions = 100_000
 
-// collidesOnDots reports Kafka's '.'/'_' collision rule: "a.b" and "a_b" may not both exist.
-func collidesOnDots(a, b string) bool {
-	return a != b && strings.ReplaceAll(a, ".", "_") == strings.ReplaceAll(b, ".", "_")
+// dotCollisions holds the registered topic names by their form with '.' read as '_', Kafka's
+// collision rule ("a.b" and "a_b" may not both exist), so that many names (a CreateTopics may carry
+// thousands) are each checked against every topic with one look-up.
+type dotCollisions map[string]string
+
+func newDotCollisions(existing map[string]redisstore.Topic) dotCollisions {
+	d := make(dotCollisions, len(existing))
+	for name := range existing {
+		d[dotsAsUnderscores(name)] = name
+	}
+	return d
 }
+
+// collides reports whether name, itself unregistered, collides with a registered topic.
+func (d dotCollisions) collides(name string) bool {
+	other, ok := d[dotsAsUnderscores(name)]
+	return ok && other != name
+}
+
+func dotsAsUnderscores(name string) string { return strings.ReplaceAll(name, ".", "_") }
