@@ -10,7 +10,10 @@ package gateway
 // Topics: null (v1+) or empty (v0) asks for all. An unknown topic is created when the request allows
 // it (always below v4; allow_auto_topic_creation from v4) and topics.autocreate is on, with the
 // configured default partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name ->
-// INVALID_TOPIC_EXCEPTION. v10+ carries topic IDs; v12 can ask by topic ID (UNKNOWN_TOPIC_ID).
+// INVALID_TOPIC_EXCEPTION. A name colliding with an existing topic on '.'/'_' is not created:
+// UNKNOWN_TOPIC_OR_PARTITION, as from Apache's KRaft brokers, whose controller refuses the creation
+// (ZooKeeper-mode brokers answered INVALID_TOPIC_EXCEPTION). v10+ carries topic IDs; v12 can ask by
+// topic ID (UNKNOWN_TOPIC_ID).
 // Authorized operations are not computed (reported as "not requested").
 
 import (
@@ -111,9 +114,21 @@ func (g *Gateway) controllerID() int32 {
 }
 
 // autoCreateTopic creates name with the configured defaults; losing a race to another gateway is fine.
+// A name colliding with an existing topic on '.'/'_' is not created (redisstore.ErrUnknownTopic).
 func (g *Gateway) autoCreateTopic(ctx context.Context, name string) (redisstore.Topic, error) {
+	existing, err := g.topics.all(ctx)
+	if err != nil {
+		return redisstore.Topic{}, err
+	}
+	if t, ok := existing[name]; ok {
+		return t, nil // created meanwhile
+	}
+	if newDotCollisions(existing).collides(name) {
+		g.log.Info().Str("topic", name).Msg("topic not auto-created: its name collides with an existing topic on '.' and '_'")
+		return redisstore.Topic{}, redisstore.ErrUnknownTopic
+	}
 	t := g.newTopic(name, g.cfg.DefaultPartitions, nil)
-	err := g.store.CreateTopic(ctx, t)
+	err = g.store.CreateTopic(ctx, t)
 	g.topics.invalidate()
 	if err != nil && !errors.Is(err, redisstore.ErrTopicExists) {
 		return redisstore.Topic{}, err

@@ -1,0 +1,69 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/redisstore"
+)
+
+// metadataConn is a connection to a gateway over a fresh embedded store that lists itself as its only
+// broker (as it does once serving).
+func metadataConn(t *testing.T, cfg Config) (context.Context, *conn, *redisstore.Store) {
+	ctx, g, store := embeddedGateway(t, cfg)
+	g.nodes = newMembership(cfg.NodeID, "127.0.0.1:9092")
+	return ctx, &conn{g: g}, store
+}
+
+// metadataTopic is one topic of a Metadata request: a name (nil: null) and a topic ID.
+type metadataTopic struct {
+	name *string
+	id   [16]byte
+}
+
+// metadataV asks for topics at version v, allowing auto-creation, and returns the topics answered.
+func metadataV(t *testing.T, ctx context.Context, c *conn, v int16, topics ...metadataTopic) []kmsg.MetadataResponseTopic {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version, req.AllowAutoTopicCreation = v, true
+	for _, tp := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic, rt.TopicID = tp.name, tp.id
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := c.metadata(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resp.(*kmsg.MetadataResponse).Topics
+	if len(got) != len(topics) {
+		t.Fatalf("v%d: %d topics answered, want %d", v, len(got), len(topics))
+	}
+	return got
+}
+
+// TestMetadataAutoCreateCollision: auto-creation refuses a name that collides with an existing topic
+// on '.'/'_', as CreateTopics does; the client gets UNKNOWN_TOPIC_OR_PARTITION, as from Apache's
+// KRaft brokers (whose controller refuses the creation). Other names are still created.
+func TestMetadataAutoCreateCollision(t *testing.T) {
+	ctx, c, store := metadataConn(t, Config{AutoCreateTopics: true})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "a.b", ID: [16]byte{1}, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int16{1, 9, 12} {
+		got := metadataV(t, ctx, c, v, metadataTopic{name: kmsg.StringPtr("a_b")}, metadataTopic{name: kmsg.StringPtr("a.b")})
+		if got[0].ErrorCode != kerr.UnknownTopicOrPartition.Code || got[1].ErrorCode != 0 {
+			t.Errorf("v%d: errors %d (a_b), %d (a.b); want UNKNOWN_TOPIC_OR_PARTITION and none", v, got[0].ErrorCode, got[1].ErrorCode)
+		}
+	}
+	if _, err := store.Topic(ctx, "a_b"); !errors.Is(err, redisstore.ErrUnknownTopic) {
+		t.Fatalf("a_b was created next to a.b (%v)", err)
+	}
+	if got := metadataV(t, ctx, c, 9, metadataTopic{name: kmsg.StringPtr("a_c")}); got[0].ErrorCode != 0 {
+		t.Fatalf("a_c: error %d, want it auto-created", got[0].ErrorCode)
+	}
+}
