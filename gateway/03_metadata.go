@@ -9,11 +9,12 @@ package gateway
 //
 // Topics: null (v1+) or empty (v0) asks for all. An unknown topic is created when the request allows
 // it (always below v4; allow_auto_topic_creation from v4) and topics.autocreate is on, with the
-// configured default partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name ->
-// INVALID_TOPIC_EXCEPTION. A name colliding with an existing topic on '.'/'_' is not created:
+// configured default partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name (the empty one
+// too) -> INVALID_TOPIC_EXCEPTION. A name colliding with an existing topic on '.'/'_' is not created:
 // UNKNOWN_TOPIC_OR_PARTITION, as from Apache's KRaft brokers, whose controller refuses the creation
 // (ZooKeeper-mode brokers answered INVALID_TOPIC_EXCEPTION). v10+ carries topic IDs; v12 can ask by
-// topic ID (UNKNOWN_TOPIC_ID).
+// topic ID (UNKNOWN_TOPIC_ID), an entry with neither a name nor an ID -> INVALID_REQUEST; at v10-v11
+// a null name or a topic ID refuses the whole request (INVALID_REQUEST on every topic), as on Apache.
 // Authorized operations are not computed (reported as "not requested").
 
 import (
@@ -28,6 +29,13 @@ import (
 
 func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	g := c.g
+	if req.Version >= 10 && req.Version <= 11 {
+		for _, rt := range req.Topics {
+			if rt.Topic == nil || rt.TopicID != [16]byte{} {
+				return metadataRefused(req, kerr.InvalidRequest.Code), nil
+			}
+		}
+	}
 	resp := kmsg.NewPtrMetadataResponse()
 	live := g.nodes.alive() // one view for the brokers and the leaders
 	for _, n := range live {
@@ -57,7 +65,7 @@ func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Re
 			err error
 		)
 		switch {
-		case rt.Topic == nil || *rt.Topic == "":
+		case req.Version >= 12 && rt.TopicID != [16]byte{}:
 			t, err = g.topics.byTopicID(ctx, rt.TopicID)
 			if errors.Is(err, redisstore.ErrUnknownTopic) {
 				mt := kmsg.NewMetadataResponseTopic()
@@ -65,6 +73,11 @@ func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Re
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
+		case rt.Topic == nil: // v12: neither a name nor an ID
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.ErrorCode = kerr.InvalidRequest.Code
+			resp.Topics = append(resp.Topics, mt)
+			continue
 		default:
 			name := *rt.Topic
 			if validTopicName(name) != nil {
@@ -111,6 +124,22 @@ func (g *Gateway) controllerID() int32 {
 		return live[0].ID
 	}
 	return g.cfg.NodeID
+}
+
+// metadataRefused answers every requested topic with code, as Apache answers a Metadata request it
+// refuses as a whole.
+func metadataRefused(req *kmsg.MetadataRequest, code int16) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	for _, rt := range req.Topics {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := "" // the response has no null name
+		if rt.Topic != nil {
+			name = *rt.Topic
+		}
+		mt.Topic, mt.TopicID, mt.ErrorCode = &name, rt.TopicID, code
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp
 }
 
 // autoCreateTopic creates name with the configured defaults; losing a race to another gateway is fine.

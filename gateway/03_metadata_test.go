@@ -67,3 +67,43 @@ func TestMetadataAutoCreateCollision(t *testing.T) {
 		t.Fatalf("a_c: error %d, want it auto-created", got[0].ErrorCode)
 	}
 }
+
+// TestMetadataEmptyAndNullNames: the empty name is an illegal name at every version
+// (INVALID_TOPIC_EXCEPTION, which pre-2.8 clients know), never a look-up by the zero topic ID (which
+// a topic registered without an ID has, and whose error UNKNOWN_TOPIC_ID they do not know). Topic IDs
+// are looked up from v12 only; at v10-v11 a null name or a topic ID refuses the request
+// (INVALID_REQUEST on every topic), and at v12 an entry with neither a name nor an ID is
+// INVALID_REQUEST, as on Apache.
+func TestMetadataEmptyAndNullNames(t *testing.T) {
+	ctx, c, store := metadataConn(t, Config{AutoCreateTopics: true})
+	id := [16]byte{'i', 'd'}
+	for _, tp := range []redisstore.Topic{{Name: "no-id", Partitions: 1}, {Name: "with-id", ID: id, Partitions: 1}} {
+		if err := store.CreateTopic(ctx, tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	empty, named := metadataTopic{name: kmsg.StringPtr("")}, metadataTopic{name: kmsg.StringPtr("with-id")}
+	for _, v := range []int16{0, 1, 4, 9, 10, 11, 12} {
+		if got := metadataV(t, ctx, c, v, empty); got[0].ErrorCode != kerr.InvalidTopicException.Code {
+			t.Errorf("v%d empty name: error %d, want INVALID_TOPIC_EXCEPTION", v, got[0].ErrorCode)
+		}
+	}
+	for _, v := range []int16{10, 11} {
+		for _, odd := range []metadataTopic{{}, {id: id}, {name: kmsg.StringPtr("with-id"), id: id}} {
+			for i, mt := range metadataV(t, ctx, c, v, named, odd) {
+				if mt.ErrorCode != kerr.InvalidRequest.Code || len(mt.Partitions) != 0 {
+					t.Errorf("v%d with %+v: topic %d error %d, want INVALID_REQUEST", v, odd, i, mt.ErrorCode)
+				}
+			}
+		}
+	}
+	got := metadataV(t, ctx, c, 12, metadataTopic{}, metadataTopic{id: id}, metadataTopic{name: kmsg.StringPtr("no-id"), id: id})
+	if got[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("v12 neither name nor ID: error %d, want INVALID_REQUEST", got[0].ErrorCode)
+	}
+	for _, mt := range got[1:] {
+		if mt.ErrorCode != 0 || mt.Topic == nil || *mt.Topic != "with-id" {
+			t.Errorf("v12 by topic ID: error %d, topic %v; want with-id", mt.ErrorCode, mt.Topic)
+		}
+	}
+}
