@@ -227,6 +227,20 @@ func (c Config) Validate() error {
 		add(keyErr("redis.wait_aof", "requires redis.addrs (the embedded store has no AOF)"))
 	}
 	positive("redis.wait_timeout", c.Redis.WaitTimeout)
+	// An acks=-1 append runs its script, then WAIT and WAITAOF, each blocking up to wait_timeout, all
+	// within one command_timeout: waits that can fill it time the produce out instead of answering
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+	waits := 0
+	if c.Redis.WaitReplicas > 0 {
+		waits++
+	}
+	if c.Redis.WaitAOF {
+		waits++
+	}
+	if waits > 0 && c.Redis.WaitTimeout > 0 && time.Duration(waits)*c.Redis.WaitTimeout >= c.Redis.CommandTimeout {
+		add(keyErr("redis.wait_timeout", "%v for each of %d waits (redis.wait_replicas, redis.wait_aof) must add up to less than redis.command_timeout (%v)",
+			c.Redis.WaitTimeout, waits, c.Redis.CommandTimeout))
+	}
 
 	if c.Admin.Advertised != "" {
 		add(checkAdvertised("admin.advertised", c.Admin.Advertised))

@@ -52,6 +52,12 @@ func TestValidate(t *testing.T) {
 			c.Redis.WaitAOF = true
 		}, "", ""},
 		{"slow request off", func(c *Config) { c.Log.SlowRequest = 0 }, "", ""},
+		{"two waits within command timeout", func(c *Config) {
+			c.Redis.Addrs = []string{"redis:6379"}
+			c.Redis.WaitReplicas, c.Redis.WaitAOF = 1, true
+			c.Redis.CommandTimeout, c.Redis.WaitTimeout = 5*time.Second, 2400*time.Millisecond
+		}, "", ""},
+		{"long wait timeout without waits", func(c *Config) { c.Redis.WaitTimeout = time.Minute }, "", ""},
 		{"infinite retention", func(c *Config) { c.Topics.RetentionMs = -1 }, "", ""},
 		{"no rebalance delay", func(c *Config) { c.Groups.InitialRebalanceDelay = 0 }, "", ""},
 		{"lag off", func(c *Config) { c.Metrics.LagEnabled = false; c.Metrics.LagMaxSeries = 0 }, "", ""},
@@ -89,6 +95,16 @@ func TestValidate(t *testing.T) {
 		{"wait replicas embedded", func(c *Config) { c.Redis.WaitReplicas = 1 }, "redis.wait_replicas", "embedded"},
 		{"wait aof embedded", func(c *Config) { c.Redis.WaitAOF = true }, "redis.wait_aof", "embedded"},
 		{"wait timeout", func(c *Config) { c.Redis.WaitTimeout = 0 }, "redis.wait_timeout", "> 0"},
+		{"wait timeout fills command timeout", func(c *Config) {
+			c.Redis.Addrs = []string{"redis:6379"}
+			c.Redis.WaitReplicas = 1
+			c.Redis.WaitTimeout = c.Redis.CommandTimeout
+		}, "redis.wait_timeout", "less than redis.command_timeout"},
+		{"two waits fill command timeout", func(c *Config) {
+			c.Redis.Addrs = []string{"redis:6379"}
+			c.Redis.WaitReplicas, c.Redis.WaitAOF = 1, true
+			c.Redis.CommandTimeout, c.Redis.WaitTimeout = 5*time.Second, 2500*time.Millisecond
+		}, "redis.wait_timeout", "2 waits"},
 		{"admin listen", func(c *Config) { c.Admin.Listen = "nope" }, "admin.listen", "missing port"},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, "log.level", `"trace"`},
 		{"log format", func(c *Config) { c.Log.Format = "text" }, "log.format", `"text"`},
