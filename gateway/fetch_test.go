@@ -2,8 +2,17 @@ package gateway
 
 import (
 	"bytes"
+	"context"
+	"math"
+	"os"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/protocol"
 	"github.com/kgate/kgate/redisstore"
 )
@@ -152,4 +161,82 @@ func TestSizingForgottenWithTopic(t *testing.T) {
 		t.Fatalf("sizing kept: gone %v, again %v, kept %v; want false, false, true", has("gone"), has("again"), has("kept"))
 	}
 	forgetSizing("kept")
+}
+
+// redisGateway is embeddedGateway over a redis-server of its own (stopped at cleanup), for what the
+// embedded store does not behave like Redis in. Skipped with KGATE_SKIP_REDIS=1; a missing
+// redis-server fails the test, as in redisstore.
+func redisGateway(t *testing.T, cfg Config) (context.Context, *Gateway, *redisstore.Store) {
+	t.Helper()
+	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	if !redistest.Available() {
+		t.Fatal("redis-server is not on PATH; install it or set KGATE_SKIP_REDIS=1")
+	}
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: []string{srv.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return ctx, New(cfg, store, zerolog.Nop()), store
+}
+
+// fetchConn is a connection of g for calling its fetch directly (responses are not written).
+func fetchConn(g *Gateway) *conn {
+	return &conn{g: g, nc: discardConn{}, log: zerolog.Nop()}
+}
+
+// fetchRequest is a v12 fetch of one partition that does not wait.
+func fetchRequest(topic string, partition int32, offset int64, partitionMaxBytes, maxBytes int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MinBytes, req.MaxBytes = 12, 1, maxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, partitionMaxBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// fetchOne runs req on c and returns its first partition's answer.
+func fetchOne(t *testing.T, ctx context.Context, c *conn, req *kmsg.FetchRequest) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	resp, err := c.fetch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+}
+
+// TestFetchOffsetPastAnyEntry: a fetch from an offset near math.MaxInt64 gets OFFSET_OUT_OF_RANGE and
+// the partition's offsets, as from Apache, not the retriable error of a failed read (the entry ID of
+// such an offset overflowed and Redis refused it).
+func TestFetchOffsetPastAnyEntry(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "far", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	recs := []redisstore.Record{{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}}
+	if res := store.Append(ctx, []*redisstore.Batch{{Topic: "far", Partition: 0, Records: recs, ProducerID: -1}}); res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	c := fetchConn(g)
+	for _, offset := range []int64{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - 5000} {
+		for _, partMax := range []int32{1, 1 << 30} { // 1 GiB: a read large enough to be split
+			sp := fetchOne(t, ctx, c, fetchRequest("far", 0, offset, partMax, 1<<30))
+			if sp.ErrorCode != kerr.OffsetOutOfRange.Code || sp.HighWatermark != 3 || len(sp.RecordBatches) != 0 {
+				t.Errorf("fetch @%d (partition max %d): error %d, high watermark %d, %d record bytes; want OFFSET_OUT_OF_RANGE (%d), 3, none",
+					offset, partMax, sp.ErrorCode, sp.HighWatermark, len(sp.RecordBatches), kerr.OffsetOutOfRange.Code)
+			}
+		}
+	}
 }

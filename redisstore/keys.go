@@ -64,7 +64,8 @@ func (k keys) parseStreamKey(key string) (string, int32, bool) {
 	return rest[:i], int32(p), true
 }
 
-// EntryID is the stream entry ID of offset n.
+// EntryID is the stream entry ID of an offset below math.MaxInt64 (the ID of that one would overflow;
+// ReadRequest.count keeps reads below it).
 func EntryID(offset int64) string { return "0-" + strconv.FormatInt(offset+1, 10) }
 
 // OffsetOfID inverts EntryID. It rejects IDs kgate did not write, including other spellings of the

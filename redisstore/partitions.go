@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -425,10 +426,20 @@ type ReadRequest struct {
 
 // expected is the number of entries r is expected to find.
 func (r ReadRequest) expected() int64 {
-	if r.Expect > 0 && r.Expect < r.Count {
+	if n := r.count(); r.Expect > 0 && r.Expect < n {
 		return r.Expect
 	}
-	return r.Count
+	return r.count()
+}
+
+// count is how many entries r reads: Count, but none from a negative offset and none from
+// math.MaxInt64 on (no entry has an offset a high watermark cannot pass), so a read from near there
+// sends no entry ID past the largest and no piece's bounds overflow.
+func (r ReadRequest) count() int64 {
+	if r.Offset < 0 {
+		return 0
+	}
+	return min(r.Count, math.MaxInt64-r.Offset)
 }
 
 // ReadResult is what one ReadRequest found: records from Offset (empty when none yet) and the
@@ -490,7 +501,7 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 			if m.short != nil && m.short.from < out[i].End {
 				cut[i] = true
 				again = append(again, readPiece{req: i, from: m.short.from, to: out[i].End - 1,
-					count: reqs[i].Offset + reqs[i].Count - m.short.from})
+					count: reqs[i].Offset + reqs[i].count() - m.short.from})
 				continue
 			}
 			if len(m.Records) > 0 {
@@ -533,7 +544,7 @@ type readPiece struct {
 func splitReads(reqs []ReadRequest, splitMin int64, maxParts int) [][]readPiece {
 	var total int64
 	for _, r := range reqs {
-		if r.Count > 0 && r.Offset >= 0 {
+		if r.count() > 0 {
 			total += r.expected()
 		}
 	}
@@ -545,10 +556,10 @@ func splitReads(reqs []ReadRequest, splitMin int64, maxParts int) [][]readPiece 
 	lists := make([][]readPiece, n)
 	li, taken := int64(0), int64(0)
 	for i, r := range reqs {
-		if r.Count <= 0 || r.Offset < 0 {
+		if r.count() <= 0 {
 			continue
 		}
-		from, count, e := r.Offset, r.Count, r.expected()
+		from, count, e := r.Offset, r.count(), r.expected()
 		for {
 			room := share - taken
 			if li == n-1 || e <= room {

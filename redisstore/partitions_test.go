@@ -1085,3 +1085,21 @@ func TestAppendRecordWithManyHeaders(t *testing.T) {
 		}
 	})
 }
+
+// TestReadNearMaxOffset: a read from an offset no entry can have (up to math.MaxInt64, a split read
+// among them) sends Redis no invalid entry ID: it answers the partition's offsets and no records, so
+// the fetch can answer OFFSET_OUT_OF_RANGE instead of failing as if Redis did.
+func TestReadNearMaxOffset(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		mustCreateTopic(t, s, "far", 1)
+		appendOne(t, s, "far", 0, plain("r", 3)...)
+		for _, offset := range []int64{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - 300} {
+			for _, count := range []int64{1, 10000} { // 10000: split by offset
+				res := s.Read(t.Context(), []ReadRequest{{Topic: "far", Partition: 0, Offset: offset, Count: count}})[0]
+				if res.Err != nil || res.End != 3 || len(res.Records) != 0 {
+					t.Errorf("Read(@%d, count %d) = %v, end %d, %d records; want no error, end 3, none", offset, count, res.Err, res.End, len(res.Records))
+				}
+			}
+		}
+	})
+}
