@@ -140,10 +140,13 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	ahead := true // the first read may be answered by the read-ahead
 	var failed bool
 	for {
-		got, fail, fromAhead := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, &arrival)
+		got, fail, partial := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, &arrival)
 		ahead, failed = false, fail
-		if fromAhead && !failed && got < int(req.MinBytes) {
-			continue // a read-ahead that cannot answer at once: read afresh before any waiting
+		if partial && !failed && got < int(req.MinBytes) {
+			// Records already in Redis may be missing from this answer (appended after the read-ahead
+			// read, or by another gateway whose wake-up merged with that of our own append): read
+			// afresh before any waiting, as nothing may wake the fetch for them.
+			continue
 		}
 		if waiter == nil || failed || got >= int(req.MinBytes) {
 			break
@@ -234,7 +237,8 @@ func topicIDs(parts []fetchPart) [][16]byte {
 // answers), filling the responses with record batches encoded into pooled buffers, listed in
 // *bufs (those of an earlier call, which the responses no longer point into, go back to the pool).
 // It reports the record bytes found, whether any partition ended with an error (which answers the
-// fetch at once) and whether the read-ahead was used.
+// fetch at once) and whether the answer came from the read-ahead or this gateway's own appends
+// rather than from Redis now (partial: records already in Redis may be missing from it).
 func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival *uint64) (int, bool, bool) {
 	if len(parts) == 0 {
 		return 0, false, false
@@ -253,10 +257,12 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 			c.freshOffsets(ctx, reqs, results)
 		}
 	}
-	fromAhead := results != nil
-	if !fromAhead {
+	partial := results != nil
+	if !partial {
 		if results = c.ownAppends(parts, arrival); results == nil {
 			results = c.readFresh(ctx, parts, reqs)
+		} else {
+			partial = true
 		}
 	}
 	total, failed := 0, false
@@ -303,14 +309,15 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		budget -= len(sp.RecordBatches)
 	}
 	c.g.tail.watch(atEnd)
-	return total, failed, fromAhead
+	return total, failed, partial
 }
 
 // ownAppends answers a read from the tail cache alone, offsets included, when every partition's newest
 // cached append has a ticket above *arrival, that is began after the fetch arrived (tail_cache.go),
 // and raises *arrival to the newest ticket it used; otherwise it is nil. A consumer keeping up is
 // woken by such an append and then needs no Redis round trip, which would wait behind the next
-// append's transaction in Redis.
+// append's transaction in Redis. An answer from it below min_bytes is not waited on: the wake-up of
+// another gateway's append, already in Redis, may have merged with that of this append.
 func (c *conn) ownAppends(parts []fetchPart, arrival *uint64) []redisstore.ReadResult {
 	var out []redisstore.ReadResult
 	newest := *arrival

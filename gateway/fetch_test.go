@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -239,4 +240,92 @@ func TestFetchOffsetPastAnyEntry(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFetchOwnAppendThenOtherGateway: a long-poll woken once for two appends, this gateway's own and
+// then another gateway's (their signals merge in the waiter's one-slot channel), is answered with
+// both as soon as they are in, not at max_wait: its own append alone, below min_bytes, only shows the
+// partition as of that append, so the fetch reads Redis before it waits again.
+func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const topicName = "merged-wake"
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topicName, ID: [16]byte{'m'}, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := g.topics.get(ctx, topicName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := partKey{topicName, 0}
+	// A fetch read the partition to its end, so the tail cache copies appends to it.
+	if sp := fetchOne(t, ctx, fetchConn(g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
+		t.Fatalf("first fetch: error %d", sp.ErrorCode)
+	}
+	// Each record alone is below min_bytes, the two together are above it.
+	batch := func() *redisstore.Batch {
+		return &redisstore.Batch{Topic: topicName, Partition: 0, ProducerID: -1,
+			Records: []redisstore.Record{{Timestamp: 1, Value: bytes.Repeat([]byte{'v'}, 200)}}}
+	}
+	const minBytes = 300
+
+	fctx, cancel := context.WithCancel(ctx)
+	answered := make(chan kmsg.FetchResponseTopicPartition, 1)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		req := fetchRequest(topicName, 0, 0, 1<<20, 1<<20)
+		req.MinBytes, req.MaxWaitMillis = minBytes, 15000
+		resp, err := fetchConn(g).fetch(fctx, req)
+		if err == nil {
+			answered <- resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		}
+	}()
+	// The appends come once the fetch waits (its arrival taken and its first read done).
+	for deadline := time.Now().Add(10 * time.Second); !fetchWaiting(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fetch never waited")
+		}
+	}
+
+	// This gateway's append, as produce makes it, but without its wake-up ...
+	a := batch()
+	copyOf, ticket := g.tail.begin([]partKey{k})
+	cp := copyBatch(a.Records, 0)
+	ra := store.Append(ctx, []*redisstore.Batch{a})[0]
+	if ra.Err != nil {
+		t.Fatal(ra.Err)
+	}
+	g.tail.add(k, topic.ID, appended{base: ra.BaseOffset, start: ra.LogStartOffset, ticket: ticket}, cp)
+	g.tail.finish([]partKey{k}, copyOf)
+	// ... then another gateway's, and one wake-up for both.
+	if rb := store.Append(ctx, []*redisstore.Batch{batch()})[0]; rb.Err != nil {
+		t.Fatal(rb.Err)
+	}
+	g.notify.notify(k)
+
+	// Answered at once when fixed; a missed wake-up waits out max_wait (15 s).
+	select {
+	case sp := <-answered:
+		if sp.ErrorCode != 0 || sp.HighWatermark != 2 || countRecords(sp.RecordBatches) != 2 {
+			t.Fatalf("answer: error %d, high watermark %d, %d records; want 0, 2, 2", sp.ErrorCode, sp.HighWatermark, countRecords(sp.RecordBatches))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("fetch still waiting 10 s after both appends: the wake-up was missed")
+	}
+}
+
+// fetchWaiting reports whether some goroutine is blocked in fetch's own select (long-polling), not in
+// a read.
+func fetchWaiting() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		lines := bytes.SplitN(g, []byte("\n"), 3)
+		if len(lines) >= 2 && bytes.Contains(lines[0], []byte("[select")) &&
+			bytes.HasPrefix(lines[1], []byte("github.com/kgate/kgate/gateway.(*conn).fetch(")) {
+			return true
+		}
+	}
+	return false
 }
