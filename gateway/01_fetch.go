@@ -179,31 +179,31 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 // before it, so a partition that cannot fit is not read at all (it gets no records this round; its
 // offsets are still read). What a partition is expected to take is its count, or what its last read
 // showed to be available when that is less (a partition caught up takes nothing), times its
-// average encoded record size. A partition whose records were never seen is read as before and
-// expected to take nothing (its size would be a guess). The first partition is always read (KIP-74).
+// estimated encoded record size (large for a partition never read, fetch_sizing.go). The first
+// partition expected to take anything is always read (KIP-74), even with no bytes left.
 func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.ReadRequest {
 	reqs := make([]redisstore.ReadRequest, len(parts))
 	left := int64(maxBytes)
+	taken := false // a partition before this one is expected to take records
 	for i := range parts {
 		p := &parts[i]
 		offset := p.offset
 		if fromNext {
 			offset = p.next
 		}
-		count, size := p.sizing.count(int64(p.maxBytes)), p.sizing.encoded.Load()
-		if size > 0 {
-			if left <= 0 {
-				count = 0
-			} else {
-				count = min(count, left/size+1)
-			}
+		count, size := p.sizing.count(int64(p.maxBytes)), p.sizing.encodedSize()
+		if left <= 0 && taken {
+			count = 0
+		} else {
+			count = min(count, max(left, 0)/size+1)
 		}
 		expect := count
 		if end := p.sizing.end.Load(); end >= 0 {
 			expect = min(expect, max(end-offset, 0))
 		}
-		if size > 0 && expect > 0 {
+		if expect > 0 {
 			left -= expect*size + batchOverhead
+			taken = true
 		}
 		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: max(expect, 1)}
 	}

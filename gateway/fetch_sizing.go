@@ -8,24 +8,35 @@ import (
 
 var errUnknownTopicID = errors.New("gateway: unknown topic id")
 
-// recordSizes remembers per partition the average size of its records and the high watermark its last
-// read saw, so a fetch asks Redis for about as many entries as fit its byte limits instead of reading
-// far more and discarding them. An entry is created once and then updated in place (no allocation
-// per fetch), and dropped with its topic (forgetSizing).
+// recordSizes remembers per partition how large its records are and the high watermark its last read
+// saw, so a fetch asks Redis for about as many entries as fit its byte limits instead of reading far
+// more and discarding them. An entry is created once and then updated in place (no allocation per
+// fetch), and dropped with its topic (forgetSizing).
 var recordSizes = struct {
 	sync.RWMutex
 	m map[partKey]*partSizing
 }{m: map[partKey]*partSizing{}}
 
+// partSizing estimates a partition's record size from the reads that found records: the average
+// record of a read raises the estimate at once and lowers it only halfway (track), so it follows the
+// largest records seen lately. A partition whose sizes change (runs of small records between large
+// ones) is then read for its large records, not for the last small ones; the price is some smaller
+// reads after its records became smaller. Only the first read after its records grew can pull more
+// than the limits allow (as many times more as they grew): no read can know the sizes of the entries
+// it asks for.
 type partSizing struct {
-	stored  atomic.Int64 // average stored size of a record (as encodeRecords estimates it); 0: none seen
-	encoded atomic.Int64 // average bytes a record takes in a fetch response; 0: none seen
+	stored  atomic.Int64 // estimated stored size of a record (as encodeRecords counts it); 0: none seen
+	encoded atomic.Int64 // estimated bytes a record takes in a fetch response; 0: none seen
 	end     atomic.Int64 // high watermark at the partition's last read; -1: not read yet
 }
 
 const (
-	defaultRecordSize = 1024
-	maxReadCount      = 10000
+	// A partition whose records were never seen is read as if they were large, and for at most
+	// unseenReadCount entries: its first read cannot pull much more than its limit (32 entries of
+	// 32 KiB fill 1 MiB, the usual partition limit), and the records it finds size the next read.
+	unseenRecordSize = 32 << 10
+	unseenReadCount  = 32
+	maxReadCount     = 10000
 )
 
 func sizingOf(k partKey) *partSizing {
@@ -59,11 +70,10 @@ func forgetSizing(topic string) {
 
 // count is how many entries to read for maxBytes of records.
 func (ps *partSizing) count(maxBytes int64) int64 {
-	avg := ps.stored.Load()
-	if avg <= 0 {
-		avg = defaultRecordSize
+	if size := ps.stored.Load(); size > 0 {
+		return min(max(maxBytes/size+1, 1), maxReadCount)
 	}
-	return min(max(maxBytes/avg+1, 1), maxReadCount)
+	return min(max(maxBytes/unseenRecordSize+1, 1), unseenReadCount)
 }
 
 // encodedSize is the expected response bytes per record.
@@ -74,21 +84,28 @@ func (ps *partSizing) encodedSize() int64 {
 	if n := ps.stored.Load(); n > 0 {
 		return n
 	}
-	return defaultRecordSize
+	return unseenRecordSize
 }
 
 // observe records what a read found: records encoded in encoded bytes (their stored size estimated at
 // stored bytes), and the partition's high watermark.
 func (ps *partSizing) observe(records, stored, encoded int, end int64) {
 	if records > 0 {
-		if v := int64(max(stored/records, 1)); ps.stored.Load() != v {
-			ps.stored.Store(v)
-		}
-		if v := int64(max(encoded/records, 1)); ps.encoded.Load() != v {
-			ps.encoded.Store(v)
-		}
+		track(&ps.stored, int64(max(stored/records, 1)))
+		track(&ps.encoded, int64(max(encoded/records, 1)))
 	}
 	if ps.end.Load() != end {
 		ps.end.Store(end)
+	}
+}
+
+// track moves a size estimate to the average size a read saw: up at once, down halfway.
+func track(estimate *atomic.Int64, seen int64) {
+	old, v := estimate.Load(), seen
+	if old > seen {
+		v = (old + seen) / 2
+	}
+	if v != old {
+		estimate.Store(v)
 	}
 }

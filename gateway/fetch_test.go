@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -190,9 +191,12 @@ func redisGateway(t *testing.T, cfg Config) (context.Context, *Gateway, *redisst
 	return ctx, New(cfg, store, zerolog.Nop()), store
 }
 
-// fetchConn is a connection of g for calling its fetch directly (responses are not written).
-func fetchConn(g *Gateway) *conn {
-	return &conn{g: g, nc: discardConn{}, log: zerolog.Nop()}
+// fetchConn is a connection of g for calling its fetch directly (responses are not written); its
+// read-ahead is stopped when t ends.
+func fetchConn(t *testing.T, g *Gateway) *conn {
+	c := &conn{g: g, nc: discardConn{}, log: zerolog.Nop()}
+	t.Cleanup(c.closeReadAhead)
+	return c
 }
 
 // fetchRequest is a v12 fetch of one partition that does not wait.
@@ -230,7 +234,7 @@ func TestFetchOffsetPastAnyEntry(t *testing.T) {
 	if res := store.Append(ctx, []*redisstore.Batch{{Topic: "far", Partition: 0, Records: recs, ProducerID: -1}}); res[0].Err != nil {
 		t.Fatal(res[0].Err)
 	}
-	c := fetchConn(g)
+	c := fetchConn(t, g)
 	for _, offset := range []int64{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - 5000} {
 		for _, partMax := range []int32{1, 1 << 30} { // 1 GiB: a read large enough to be split
 			sp := fetchOne(t, ctx, c, fetchRequest("far", 0, offset, partMax, 1<<30))
@@ -258,7 +262,7 @@ func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
 	}
 	k := partKey{topicName, 0}
 	// A fetch read the partition to its end, so the tail cache copies appends to it.
-	if sp := fetchOne(t, ctx, fetchConn(g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
+	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
 		t.Fatalf("first fetch: error %d", sp.ErrorCode)
 	}
 	// Each record alone is below min_bytes, the two together are above it.
@@ -271,12 +275,13 @@ func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
 	fctx, cancel := context.WithCancel(ctx)
 	answered := make(chan kmsg.FetchResponseTopicPartition, 1)
 	done := make(chan struct{})
+	c := fetchConn(t, g)
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
 		req := fetchRequest(topicName, 0, 0, 1<<20, 1<<20)
 		req.MinBytes, req.MaxWaitMillis = minBytes, 15000
-		resp, err := fetchConn(g).fetch(fctx, req)
+		resp, err := c.fetch(fctx, req)
 		if err == nil {
 			answered <- resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
 		}
@@ -328,4 +333,125 @@ func fetchWaiting() bool {
 		}
 	}
 	return false
+}
+
+// appendValues appends n records of valueSize-byte values (and 8-byte keys) to a partition.
+func appendValues(t *testing.T, ctx context.Context, store *redisstore.Store, topic string, partition int32, n, valueSize int) {
+	t.Helper()
+	value := bytes.Repeat([]byte{'v'}, valueSize)
+	for done := 0; done < n; done += 1000 {
+		b := &redisstore.Batch{Topic: topic, Partition: partition, ProducerID: -1}
+		for i := range min(1000, n-done) {
+			b.Records = append(b.Records, redisstore.Record{Timestamp: 1, Key: fmt.Appendf(nil, "k%07d", done+i), Value: value})
+		}
+		if res := store.Append(ctx, []*redisstore.Batch{b}); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+}
+
+// sizingPart is partition p of topic as a fetch from offset 0 with a partition limit of maxBytes
+// plans it, its sizing forgotten when t ends (the sizing is the process's, not the gateway's).
+func sizingPart(t *testing.T, topic string, p int32, maxBytes int32) fetchPart {
+	t.Cleanup(func() { forgetSizing(topic) })
+	key := partKey{topic, p}
+	return fetchPart{key: key, maxBytes: maxBytes, sizing: sizingOf(key)}
+}
+
+// TestFetchFirstReadBounded: the first read of a partition whose records are large (32 KiB) asks Redis
+// for about the partition limit (1 MiB), not for as many entries as 1 KiB records would need (1,025,
+// 32 MiB); once its records are seen, a partition of 100-byte records is read 8,193 entries at a time
+// (1 MiB of them, as encodeRecords counts their size).
+func TestFetchFirstReadBounded(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const large, small = "first-read-large", "first-read-small"
+	for _, name := range []string{large, small} {
+		if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendValues(t, ctx, store, large, 0, 200, 32<<10)
+	parts := []fetchPart{sizingPart(t, large, 0, 1<<20)}
+	res := store.Read(ctx, planReads(parts, 50<<20, false))[0]
+	read := 0
+	for _, r := range res.Records {
+		read += len(r.Value)
+	}
+	if res.Err != nil || len(res.Records) == 0 || read > 1<<20+32<<10 {
+		t.Fatalf("first read of 32 KiB records with a 1 MiB limit: %v, %d records, %d bytes; want at most 1 MiB and one record", res.Err, len(res.Records), read)
+	}
+
+	appendValues(t, ctx, store, small, 0, 20000, 100)
+	parts = []fetchPart{sizingPart(t, small, 0, 1<<20)}
+	c := fetchConn(t, g)
+	want := int64(1<<20/(20+8+100) + 1)
+	for i := range 3 {
+		sp := fetchOne(t, ctx, c, fetchRequest(small, 0, parts[0].offset, 1<<20, 50<<20))
+		n := countRecords(sp.RecordBatches)
+		if sp.ErrorCode != 0 || n == 0 {
+			t.Fatalf("fetch %d of 100-byte records: error %d, %d records", i, sp.ErrorCode, n)
+		}
+		parts[0].offset += int64(n)
+		if got := planReads(parts, 50<<20, false)[0].Count; got != want {
+			t.Fatalf("after fetch %d (%d records) of 100-byte records: read count %d, want %d", i, n, got, want)
+		}
+	}
+}
+
+// TestSizingFollowsLargestRecent: a partition's read count comes from the largest records seen lately:
+// a read of larger records lowers it at once, smaller ones raise it back over a few reads, never
+// above what fits the limit.
+func TestSizingFollowsLargestRecent(t *testing.T) {
+	ps := &partSizing{}
+	ps.end.Store(-1)
+	const limit = 1 << 20
+	if got := ps.count(limit); got != unseenReadCount {
+		t.Fatalf("never read: count %d, want %d", got, unseenReadCount)
+	}
+	if got := ps.count(10); got != 1 {
+		t.Fatalf("never read, limit 10 bytes: count %d, want 1", got)
+	}
+	small, large := int64(128), int64(32<<10)
+	ps.observe(8000, int(8000*small), 8000*120, 8000)
+	if got, want := ps.count(limit), limit/small+1; got != want {
+		t.Fatalf("after 128-byte records: count %d, want %d", got, want)
+	}
+	ps.observe(32, int(32*large), 32*int(large), 8032)
+	if got, want := ps.count(limit), limit/large+1; got != want {
+		t.Fatalf("after 32 KiB records: count %d, want %d", got, want)
+	}
+	ps.observe(8000, int(8000*small), 8000*120, 16032)
+	if got := ps.count(limit); got > 2*(limit/large+1) {
+		t.Fatalf("one read of small records after large ones: count %d, want at most %d", got, 2*(limit/large+1))
+	}
+	for range 15 {
+		ps.observe(8000, int(8000*small), 8000*120, 16032)
+	}
+	if got, want := ps.count(limit), limit/small+1; got != want {
+		t.Fatalf("after 16 reads of small records: count %d, want %d", got, want)
+	}
+}
+
+// TestPlanReadsBudget: the response's max_bytes is shared in request order by partitions never read
+// too (counted as large records), and with max_bytes 0 the first partition expecting records is
+// still read for one (KIP-74), one caught up before it taking nothing.
+func TestPlanReadsBudget(t *testing.T) {
+	parts := []fetchPart{sizingPart(t, "budget", 0, 1<<20), sizingPart(t, "budget", 1, 1<<20), sizingPart(t, "budget", 2, 1<<20)}
+	counts := func(maxBytes int32) []int64 {
+		var out []int64
+		for _, r := range planReads(parts, maxBytes, false) {
+			out = append(out, r.Count)
+		}
+		return out
+	}
+	if got := counts(1 << 20); fmt.Sprint(got) != fmt.Sprint([]int64{unseenReadCount, 0, 0}) {
+		t.Fatalf("three partitions never read, 1 MiB response: counts %v, want [%d 0 0]", got, unseenReadCount)
+	}
+	if got := counts(0); fmt.Sprint(got) != "[1 0 0]" {
+		t.Fatalf("max_bytes 0: counts %v, want [1 0 0]", got)
+	}
+	parts[0].sizing.observe(1, 128, 120, 0) // caught up: offset 0 is its high watermark
+	if got := counts(0); fmt.Sprint(got) != "[1 1 0]" {
+		t.Fatalf("max_bytes 0, the first partition caught up: counts %v, want [1 1 0]", got)
+	}
 }
