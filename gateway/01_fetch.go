@@ -11,7 +11,9 @@ package gateway
 // polling tick.
 //
 // Limits: partition_max_bytes and the response max_bytes bound the records returned, except that the
-// first record of the response is always returned whole (KIP-74), so a consumer cannot get stuck.
+// first record of the response is always returned whole (KIP-74), so a consumer cannot get stuck. As
+// on Apache, max_bytes is capped at 55 MiB (fetch.max.bytes, not configurable here), a max_bytes of 0
+// or less returns that first record alone, and min_bytes is capped at max_bytes.
 // Offsets outside [log start, high watermark] -> OFFSET_OUT_OF_RANGE. v13 resolves topic IDs
 // (UNKNOWN_TOPIC_ID for an unknown one).
 //
@@ -111,17 +113,14 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		}
 	}
 
-	maxBytes := req.MaxBytes
-	if req.Version < 3 || maxBytes <= 0 {
-		maxBytes = 1<<31 - 1
-	}
+	maxBytes, minBytes := responseLimits(req)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	var (
 		waiter *fetchWaiter
 		keys   []partKey
 		timer  *time.Timer
 	)
-	if wait > 0 && req.MinBytes > 0 && len(parts) > 0 {
+	if wait > 0 && minBytes > 0 && len(parts) > 0 {
 		keys = make([]partKey, len(parts))
 		for i, p := range parts {
 			keys[i] = p.key
@@ -142,13 +141,13 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	for {
 		got, fail, partial := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, &arrival)
 		ahead, failed = false, fail
-		if partial && !failed && got < int(req.MinBytes) {
+		if partial && !failed && got < int(minBytes) {
 			// Records already in Redis may be missing from this answer (appended after the read-ahead
 			// read, or by another gateway whose wake-up merged with that of our own append): read
 			// afresh before any waiting, as nothing may wake the fetch for them.
 			continue
 		}
-		if waiter == nil || failed || got >= int(req.MinBytes) {
+		if waiter == nil || failed || got >= int(minBytes) {
 			break
 		}
 		select {
@@ -171,6 +170,18 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		}
 	}
 	return resp, nil
+}
+
+// fetchMaxBytes is Apache's fetch.max.bytes default: a response carries at most that many bytes of
+// records (beyond its first record), whatever max_bytes asks for.
+const fetchMaxBytes = 55 << 20
+
+// responseLimits are the request's max_bytes and min_bytes as Apache applies them: max_bytes capped
+// at fetchMaxBytes, and 0 when not positive (the response then carries its first record alone,
+// KIP-74); min_bytes capped at max_bytes.
+func responseLimits(req *kmsg.FetchRequest) (maxBytes, minBytes int32) {
+	maxBytes = min(max(req.MaxBytes, 0), fetchMaxBytes)
+	return maxBytes, min(req.MinBytes, maxBytes)
 }
 
 // planReads sizes each partition's read from offset (next when fromNext is set, for a read-ahead).

@@ -372,7 +372,7 @@ func TestFetchFirstReadBounded(t *testing.T) {
 	}
 	appendValues(t, ctx, store, large, 0, 200, 32<<10)
 	parts := []fetchPart{sizingPart(t, large, 0, 1<<20)}
-	res := store.Read(ctx, planReads(parts, 50<<20, false))[0]
+	res := store.Read(ctx, planReads(parts, fetchMaxBytes, false))[0]
 	read := 0
 	for _, r := range res.Records {
 		read += len(r.Value)
@@ -453,5 +453,47 @@ func TestPlanReadsBudget(t *testing.T) {
 	parts[0].sizing.observe(1, 128, 120, 0) // caught up: offset 0 is its high watermark
 	if got := counts(0); fmt.Sprint(got) != "[1 1 0]" {
 		t.Fatalf("max_bytes 0, the first partition caught up: counts %v, want [1 1 0]", got)
+	}
+}
+
+// TestFetchMaxBytes: max_bytes is capped as by Apache's fetch.max.bytes (55 MiB), and a max_bytes of 0
+// returns the first record alone (KIP-74) instead of every record; min_bytes is capped at max_bytes.
+func TestFetchMaxBytes(t *testing.T) {
+	for _, tc := range []struct{ max, min, wantMax, wantMin int32 }{
+		{math.MaxInt32, 1, fetchMaxBytes, 1},
+		{50 << 20, 1, 50 << 20, 1},
+		{0, 1, 0, 0},
+		{-1, 1, 0, 0},
+		{1 << 20, 2 << 20, 1 << 20, 1 << 20},
+	} {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxBytes, req.MinBytes = tc.max, tc.min
+		if gotMax, gotMin := responseLimits(req); gotMax != tc.wantMax || gotMin != tc.wantMin {
+			t.Errorf("max_bytes %d, min_bytes %d: limits %d, %d; want %d, %d", tc.max, tc.min, gotMax, gotMin, tc.wantMax, tc.wantMin)
+		}
+	}
+
+	ctx, g, store := embeddedGateway(t, Config{})
+	const name = "max-bytes-zero"
+	t.Cleanup(func() { forgetSizing(name) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, ctx, store, name, 0, 5, 100)
+	appendValues(t, ctx, store, name, 1, 5, 100)
+	req := fetchRequest(name, 0, 0, 1<<20, 0)
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes = 1, 1<<20
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	c := fetchConn(t, g)
+	for i := range 2 { // the second with the record sizes known
+		resp, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := resp.(*kmsg.FetchResponse).Topics[0].Partitions
+		if n0, n1 := countRecords(ps[0].RecordBatches), countRecords(ps[1].RecordBatches); ps[0].ErrorCode != 0 || ps[1].ErrorCode != 0 || n0 != 1 || n1 != 0 {
+			t.Fatalf("fetch %d with max_bytes 0: errors %d, %d, records %d, %d; want the first record of partition 0 alone", i, ps[0].ErrorCode, ps[1].ErrorCode, n0, n1)
+		}
 	}
 }
