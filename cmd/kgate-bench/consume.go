@@ -11,9 +11,10 @@ import (
 	"github.com/kgate/kgate/redisstore"
 )
 
-// Fetch sizing as kgate does it (gateway/fetch_sizing.go): a partition's XRANGE COUNT is
-// partition_max_bytes / average stored record size + 1, capped, where the stored size of a record is
-// 20 + len(key) + len(value). franz-go asks for 1 MiB per partition by default.
+// Fetch sizing as kgate does it (gateway/fetch_sizing.go) for records of one size, from a partition's
+// second read on: its XRANGE COUNT is partition_max_bytes / stored record size + 1, capped, where the
+// stored size of a record is 20 + len(key) + len(value). franz-go asks for 1 MiB per partition by
+// default.
 const (
 	consumePartitionMaxBytes = 1 << 20
 	kgateRecordOverhead      = 20
