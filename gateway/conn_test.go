@@ -132,6 +132,14 @@ func serveTestConn(t *testing.T) (ctx context.Context, client net.Conn, served c
 	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
+	client, served = servePipe(t, g)
+	return ctx, client, served
+}
+
+// servePipe serves one in-memory connection on g (unbuffered: a write waits for its reader); served is
+// closed when the gateway is done with it. The client side is closed at cleanup.
+func servePipe(t *testing.T, g *Gateway) (client net.Conn, served chan struct{}) {
+	t.Helper()
 	client, server := net.Pipe()
 	if !g.track(server) {
 		t.Fatal("track refused")
@@ -145,7 +153,7 @@ func serveTestConn(t *testing.T) (ctx context.Context, client net.Conn, served c
 		client.Close()
 		<-served
 	})
-	return ctx, client, served
+	return client, served
 }
 
 // produce sends one acks=-1 Produce of one record to partition 0 of "appender" and checks its answer.
@@ -279,16 +287,7 @@ func TestFrameBufferGrowsWithTheBytes(t *testing.T) {
 // A connection no request byte reaches for Config.IdleTimeout is closed; requests keep it open.
 func TestIdleConnectionClosed(t *testing.T) {
 	ctx, g, _ := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
-	client, server := net.Pipe()
-	if !g.track(server) {
-		t.Fatal("track refused")
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		g.serveConn(server)
-	}()
-	defer client.Close()
+	client, served := servePipe(t, g)
 	opened := time.Now()
 	for i := range 6 { // 600 ms of requests, 100 ms apart
 		if _, err := client.Write(apiVersionsFrame(int32(i))); err != nil {
@@ -350,16 +349,7 @@ func TestPanicClosesTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.store = nil
-	client, server := net.Pipe()
-	defer client.Close()
-	if !g.track(server) {
-		t.Fatal("track refused")
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		g.serveConn(server)
-	}()
+	client, served := servePipe(t, g)
 	if _, err := client.Write(produceFrame(t, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -377,16 +367,7 @@ func TestPanicClosesTheConnection(t *testing.T) {
 // it gives up after Config.IdleTimeout and the connection closes.
 func TestConnectionNotReadClosed(t *testing.T) {
 	ctx, g, _ := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
-	client, server := net.Pipe() // unbuffered: an answer nobody reads blocks its write
-	if !g.track(server) {
-		t.Fatal("track refused")
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		g.serveConn(server)
-	}()
-	defer client.Close()
+	client, served := servePipe(t, g)
 	if _, err := client.Write(apiVersionsFrame(1)); err != nil {
 		t.Fatal(err)
 	}
