@@ -55,7 +55,7 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 			case code != 0:
 				sp.ErrorCode = code
 			case terr != nil:
-				sp.ErrorCode = errCode(terr)
+				sp.ErrorCode = groupErrCode(terr)
 			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case rp.Metadata != nil && len(*rp.Metadata) > maxCommitMetadata:

@@ -11,7 +11,9 @@ import (
 )
 
 // errCode maps a store error to the Kafka error code a data-path (produce, fetch, list offsets)
-// response carries. Redis failures become retriable codes: the client refreshes metadata and retries.
+// response carries. Redis failures, timeouts included, become NOT_LEADER_OR_FOLLOWER: the client
+// refreshes metadata and retries. It is the one retriable code every client handles on every data API;
+// the Java consumer throws from poll() on a REQUEST_TIMED_OUT in a fetch, for instance.
 func errCode(err error) int16 {
 	switch {
 	case err == nil:
@@ -34,11 +36,19 @@ func errCode(err error) int16 {
 		return kerr.UnknownServerError.Code // not retriable: the stream needs an operator
 	case errors.Is(err, redisstore.ErrNotDurable):
 		return kerr.NotEnoughReplicasAfterAppend.Code
-	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		return kerr.RequestTimedOut.Code
 	default:
 		return kerr.NotLeaderForPartition.Code
 	}
+}
+
+// appendErrCode is errCode for an append's result, where a timeout is REQUEST_TIMED_OUT, as on Apache:
+// the batch may or may not have been stored, and producers retry it (an idempotent one is then told
+// it is a duplicate).
+func appendErrCode(err error) int16 {
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		return kerr.RequestTimedOut.Code
+	}
+	return errCode(err)
 }
 
 // groupErrCode maps a store error in a group or offset API to a code that makes the client find the
