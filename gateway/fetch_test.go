@@ -170,6 +170,21 @@ func TestSizingForgottenWithTopic(t *testing.T) {
 // redis-server fails the test, as in redisstore.
 func redisGateway(t *testing.T, cfg Config) (context.Context, *Gateway, *redisstore.Store) {
 	t.Helper()
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: []string{srv.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return ctx, New(cfg, store, zerolog.Nop()), store
+}
+
+// redisServer starts a redis-server of the test's own, stopped at cleanup. Skipped with
+// KGATE_SKIP_REDIS=1; a missing redis-server fails the test, as in redisstore.
+func redisServer(t *testing.T) *redistest.Server {
+	t.Helper()
 	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
 		t.Skip("KGATE_SKIP_REDIS=1")
 	}
@@ -181,14 +196,7 @@ func redisGateway(t *testing.T, cfg Config) (context.Context, *Gateway, *redisst
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: []string{srv.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return ctx, New(cfg, store, zerolog.Nop()), store
+	return srv
 }
 
 // fetchConn is a connection of g for calling its fetch directly (responses are not written); its

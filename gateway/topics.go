@@ -28,6 +28,10 @@ type topicCache struct {
 	loaded  time.Time  // when the reload that read the view began
 	load    sync.Mutex // one reload at a time
 	reloads int        // under load: registry reads so far
+	// tried is when the last reload began, and failed its error: lookups waiting for a reload while
+	// Redis is away share its failure instead of each waiting out a command timeout in turn.
+	tried  time.Time
+	failed error
 }
 
 func newTopicCache(s *redisstore.Store) *topicCache { return &topicCache{store: s} }
@@ -41,20 +45,24 @@ func (c *topicCache) refresh(ctx context.Context) error {
 	return c.refreshSince(ctx, time.Time{})
 }
 
-// refreshSince reloads the registry unless a reload that began at or after since has already done so
-// (one that began earlier may have missed what the caller looks for).
+// refreshSince reloads the registry unless a reload that began at or after since has already done so,
+// or failed (one that began earlier may have missed what the caller looks for).
 func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	c.load.Lock()
 	defer c.load.Unlock()
 	c.mu.Lock()
-	done := !since.IsZero() && c.byName != nil && !c.loaded.Before(since)
+	done := !since.IsZero() && !c.tried.IsZero() && !c.tried.Before(since)
+	failed := c.failed
 	c.mu.Unlock()
 	if done {
-		return nil
+		return failed
 	}
 	began := time.Now()
 	c.reloads++
 	all, err := c.store.Topics(ctx)
+	c.mu.Lock()
+	c.tried, c.failed = began, err
+	c.mu.Unlock()
 	if err != nil {
 		return err
 	}

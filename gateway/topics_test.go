@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -62,5 +64,47 @@ func TestTopicCacheReloadsOnceForMany(t *testing.T) {
 	time.Sleep(missReloadGap + 50*time.Millisecond)
 	if _, err := c.get(ctx, "made-elsewhere"); err != nil {
 		t.Fatalf("topic created elsewhere, after %v: %v", missReloadGap, err)
+	}
+}
+
+// While Redis does not answer, lookups waiting on an expired view share the failure of one registry
+// read: each answers within about one command timeout, not one more timeout per lookup before it.
+func TestTopicCacheSharesAFailedReload(t *testing.T) {
+	srv := redisServer(t)
+	const cmdTimeout = 300 * time.Millisecond
+	ctx := context.Background()
+	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: []string{srv.Addr}, CommandTimeout: cmdTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	c := newTopicCache(store)
+	if _, err := c.get(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Skip(err)
+	}
+	defer srv.Resume()
+	c.invalidate()
+	const n = 6
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			start := time.Now()
+			_, err := c.get(ctx, "t") // request contexts have no deadline of their own
+			took[i] = time.Since(start)
+			if err == nil {
+				t.Error("lookup succeeded with Redis paused")
+			}
+		})
+	}
+	wg.Wait()
+	if worst := slices.Max(took); worst > 2*cmdTimeout+200*time.Millisecond {
+		t.Fatalf("lookups answered after %v with a command timeout of %v", took, cmdTimeout)
 	}
 }
