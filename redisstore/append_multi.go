@@ -37,6 +37,11 @@ var errRunRefused = errors.New("redisstore: run of batches refused")
 // (something other than kgate wrote to it); the batch is not stored.
 var ErrStreamConflict = errors.New("redisstore: partition stream was written outside kgate")
 
+// ErrStrayEntries is returned when an append found entries of kgate's past the high watermark, left by
+// appends that were never finished nor acknowledged, and removed them with its own: the batch is not
+// stored, and a retry finds the stream clean.
+var ErrStrayEntries = errors.New("redisstore: unfinished appends removed; retry")
+
 // finishScript completes a batch whose n XADDs ran just before it in the same MULTI. The batch may be a
 // run of m consecutive batches of one producer epoch with contiguous sequences (mergeRuns): they are
 // checked as one (the first against the producer's state) and recorded as m batches, so a retry of any
@@ -46,7 +51,7 @@ var ErrStreamConflict = errors.New("redisstore: partition stream was written out
 // k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate), then m and
 // the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition).
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
-// | -3 run refused}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
+// | -3 run refused | -4 unacknowledged entries removed, retry}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
 // (UNKNOWN_TOPIC_OR_PARTITION), its XADDs undone, and the stream goes if that leaves it empty.
 var finishScript = batchLua + removePastLua + `
 local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -63,7 +68,17 @@ if not known and ARGV[7 + 2 * k + m] == '1' then
   return {-1, 3}
 end
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
-if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then return {-1, -2} end
+if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then
+  local last = #top > 0 and tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+  if last and last > nxt + n then
+    -- kgate's entries past the high watermark ahead of this block's: XADDs whose finish step never
+    -- ran (the library missing, and the answer lost with its connection, so nobody repaired them).
+    -- No one was told they were stored: they go with this block's, and the batch is retried.
+    removePast(stream, nxt)
+    return {-1, -4}
+  end
+  return {-1, -2}
+end
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)
 if refused then
   -- Undo the XADDs that ran before this script in the same MULTI.
@@ -372,7 +387,7 @@ func needRepair(batches []*Batch, out []AppendResult) []int {
 				missing = map[partID]bool{}
 			}
 			missing[id] = true
-		case errors.Is(out[i].Err, ErrStreamConflict) && missing[id]:
+		case (errors.Is(out[i].Err, ErrStreamConflict) || errors.Is(out[i].Err, ErrStrayEntries)) && missing[id]:
 			// An earlier block of this partition ran its XADDs without the function (the library
 			// loaded again in between, by another gateway): those entries, not a native writer, are
 			// what this one found. The repair removes them and appends this batch again too.

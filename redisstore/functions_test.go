@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kgate/kgate/internal/redistest"
 )
 
 // forEachMaster runs fn on every master behind s (concurrently on a cluster).
@@ -249,5 +251,50 @@ func TestNeedRepair(t *testing.T) {
 	}
 	if got := needRepair(batches[2:], out[2:]); got != nil {
 		t.Fatalf("conflicts alone: %v, want none", got)
+	}
+}
+
+// A block whose XADDs ran but whose finish step did not (the library flushed) and whose answer was lost
+// (so nobody repaired it) leaves entries past the high watermark. The next append to the partition,
+// the library loaded again meanwhile, removes them with its own and is answered ErrStrayEntries (a
+// retriable failure), and the retry is stored at the right offset. Before, every later append was
+// refused as a stream conflict, for good. Redis of its own: FUNCTION FLUSH.
+func TestAppendRemovesUnfinishedAppends(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	ctx := t.Context()
+	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	topic := mustCreateTopic(t, s, "stray", 1).Name
+	var seq int32
+	if r := s.Append(ctx, []*Batch{idempotentBatch(topic, 0, &seq, 5)})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c := s.rdb.(*redis.Client)
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lost := idempotentBatch(topic, 0, &seq, 3)
+	out := make([]AppendResult, 1)
+	s.appendMultiOnce(ctx, c, []*Batch{lost}, out) // its answer "lost": no repair follows
+	if !isFunctionMissing(out[0].Err) {
+		t.Fatalf("block without the library: %v", out[0].Err)
+	}
+	if !s.loadFunctions(ctx) {
+		t.Fatal("library not loaded again")
+	}
+	if r := s.Append(ctx, []*Batch{lost})[0]; !errors.Is(r.Err, ErrStrayEntries) || !IsUnavailable(r.Err) {
+		t.Fatalf("append after the unfinished block: %+v, want a retriable ErrStrayEntries", r)
+	}
+	if r := s.Append(ctx, []*Batch{lost})[0]; r.Err != nil || r.BaseOffset != 5 || r.Duplicate {
+		t.Fatalf("retry: %+v, want stored at offset 5", r)
+	}
+	if r := s.Append(ctx, []*Batch{{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("w", 2)}})[0]; r.Err != nil || r.BaseOffset != 8 {
+		t.Fatalf("another producer's append: %+v, want offset 8", r)
+	}
+	if n := c.XLen(ctx, s.keys.stream(topic, 0)).Val(); n != 10 {
+		t.Fatalf("stream holds %d entries, want the 10 acknowledged", n)
 	}
 }

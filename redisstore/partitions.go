@@ -316,6 +316,8 @@ func scriptAnswer(vals []int64) AppendResult {
 		return AppendResult{Err: ErrStreamConflict}
 	case -3:
 		return AppendResult{Err: errRunRefused}
+	case -4:
+		return AppendResult{Err: ErrStrayEntries}
 	default:
 		return AppendResult{Err: ErrOutOfOrderSequence}
 	}
