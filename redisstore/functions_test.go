@@ -298,3 +298,30 @@ func TestAppendRemovesUnfinishedAppends(t *testing.T) {
 		t.Fatalf("stream holds %d entries, want the 10 acknowledged", n)
 	}
 }
+
+// EvictingMasters names a master that may evict kgate's keys, and none once it may not; the test
+// backends (noeviction, Redis's default) and the embedded store name none.
+func TestEvictingMasters(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		if got := s.EvictingMasters(t.Context()); len(got) != 0 {
+			t.Fatalf("noeviction masters listed: %v", got)
+		}
+	})
+	t.Run("allkeys-lru", func(t *testing.T) {
+		srv, err := redistest.Start("--maxmemory-policy", "allkeys-lru")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Stop)
+		s := openStore(t, Options{Addrs: []string{srv.Addr}})
+		if got := s.EvictingMasters(t.Context()); len(got) != 1 || got[0] != srv.Addr+": allkeys-lru" {
+			t.Fatalf("listed %v, want %s: allkeys-lru", got, srv.Addr)
+		}
+		if err := s.rdb.ConfigSet(t.Context(), "maxmemory-policy", "noeviction").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.EvictingMasters(t.Context()); len(got) != 0 {
+			t.Fatalf("listed %v after noeviction", got)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,3 +232,34 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 
 // Client exposes the underlying client for tests and the benchmark's raw-Redis baseline.
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// EvictingMasters lists the masters ("addr: policy") whose maxmemory-policy may evict keys: anything but
+// noeviction. kgate's keys are its data (an evicted stream, meta hash or offsets hash is records or
+// commits lost without an error), so Redis must refuse writes when full instead. Masters that refuse
+// CONFIG GET, as managed services often do, and the embedded store are not listed.
+func (s *Store) EvictingMasters(ctx context.Context) []string {
+	if s.Embedded() {
+		return nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var out []string
+	check := func(ctx context.Context, c *redis.Client) error {
+		vals, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if p, ok := vals["maxmemory-policy"]; err == nil && ok && p != "noeviction" {
+			mu.Lock()
+			out = append(out, c.Options().Addr+": "+p)
+			mu.Unlock()
+		}
+		return nil
+	}
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		_ = check(ctx, c)
+	}
+	slices.Sort(out)
+	return out
+}

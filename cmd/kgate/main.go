@@ -52,6 +52,9 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 	if store.Embedded() {
 		log.Warn().Msg("NO REDIS CONFIGURED: using the embedded in-process store; every record is lost when kgate stops (set redis.addrs / KGATE_REDIS_ADDRS)")
 	}
+	if evicting := store.EvictingMasters(ctx); len(evicting) > 0 {
+		log.Warn().Strs("masters", evicting).Msg("Redis may evict keys when full (maxmemory-policy is not noeviction): evicted keys are records and commits lost without an error; set maxmemory-policy noeviction")
+	}
 	peers, err := cfg.Cluster.ParsePeers()
 	if err != nil {
 		return err
