@@ -15,7 +15,9 @@ import (
 // Gateway membership: each gateway registers itself in Redis and refreshes a heartbeat; every gateway
 // reads the registrations on the same interval and considers a gateway down when its heartbeat is older
 // than the node timeout (by Redis's clock, so gateway clocks need not agree). The registered set only
-// grows, which keeps group placement (FNV-1a over the full set) stable across restarts.
+// grows, which keeps group placement (FNV-1a over the full set) stable across restarts. A gateway
+// coordinates groups only while its lease runs (leaseTerm from the sending of its last heartbeat that
+// succeeded), which ends before any peer can consider it down and take its groups over.
 
 func (g *Gateway) registration() redisstore.GatewayInfo {
 	info := redisstore.GatewayInfo{
@@ -42,6 +44,16 @@ func advertisedAdmin(bound, advHost string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// leaseTerm is how long after sending a heartbeat that succeeds this gateway may coordinate groups.
+// Redis stamps the heartbeat after it was sent, so peers consider this gateway alive until at least
+// send time + node timeout; the lease ends a margin before that: one heartbeat interval, or half of
+// what the node timeout leaves after an interval when that is less, so the lease still outlasts the
+// wait for the next heartbeat.
+func (g *Gateway) leaseTerm() time.Duration {
+	nt, hb := g.cfg.NodeTimeout, g.cfg.HeartbeatInterval
+	return nt - max(0, min(hb, (nt-hb)/2))
+}
+
 // register claims this gateway's node id at start-up.
 //
 // A gateway restarted right after a crash finds its predecessor's heartbeat still fresh: the id is
@@ -53,8 +65,10 @@ func (g *Gateway) register(ctx context.Context) error {
 	g.started = time.Now()
 	deadline := g.started.Add(g.cfg.NodeTimeout + g.cfg.HeartbeatInterval)
 	for {
+		sent := time.Now()
 		err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout)
 		if err == nil {
+			g.nodes.renew(sent.Add(g.leaseTerm()), 2*g.cfg.HeartbeatInterval)
 			break
 		}
 		if !errors.Is(err, redisstore.ErrNodeIDInUse) || time.Now().After(deadline) {
@@ -80,7 +94,6 @@ func (g *Gateway) register(ctx context.Context) error {
 func (g *Gateway) runMembership(ctx context.Context) {
 	t := time.NewTicker(g.cfg.HeartbeatInterval)
 	defer t.Stop()
-	lastOK := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -92,36 +105,47 @@ func (g *Gateway) runMembership(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		err := g.store.RegisterGateway(ctx, g.registration(), g.cfg.NodeTimeout)
-		switch {
-		case err == nil:
-			lastOK = time.Now()
-			if g.fenced.Swap(false) {
-				g.log.Warn().Int32("node_id", g.cfg.NodeID).Msg("gateway registration restored: coordinating groups again")
-				// Peers see this gateway alive only at their next refresh: until then they still
-				// coordinate its groups, so it waits as it does at start (when there are peers).
-				for _, n := range g.nodes.alive() {
-					if n.ID != g.cfg.NodeID {
-						g.nodes.hold(time.Now().Add(2 * g.cfg.HeartbeatInterval))
-						break
-					}
-				}
-			}
-		case ctx.Err() != nil:
-		default:
-			g.log.Error().Err(err).Int32("node_id", g.cfg.NodeID).Msg("gateway heartbeat failed")
-			// Past the node timeout the peers consider this gateway down and take over its groups: it
-			// must stop coordinating them too, or two coordinators would accept the same group.
-			if time.Since(lastOK) >= g.cfg.NodeTimeout && !g.fenced.Swap(true) {
-				g.log.Error().Int32("node_id", g.cfg.NodeID).Msg("gateway registration lost: no longer coordinating groups")
-			}
-		}
-		if g.fenced.Load() {
-			g.nodes.setSelfAlive(false)
-		}
-		g.refreshMembership(ctx)
+		g.heartbeat(ctx)
+		// A registration read that hangs must not hold up the next heartbeat.
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.HeartbeatInterval)
+		g.refreshMembership(rctx)
+		cancel()
 		g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
 		g.store.RefreshTopology(ctx) // a promoted Redis replica is found within one interval
+	}
+}
+
+// heartbeat refreshes this gateway's registration and, when Redis answers, its lease.
+func (g *Gateway) heartbeat(ctx context.Context) {
+	sent := time.Now()
+	// An answer after the lease has ended comes too late to keep this gateway from being fenced, and
+	// the loop must go on to hand its groups over; once fenced, it waits one interval.
+	dl := g.nodes.leaseEnd()
+	if !dl.After(sent) {
+		dl = sent.Add(g.cfg.HeartbeatInterval)
+	}
+	hctx, cancel := context.WithDeadline(ctx, dl)
+	err := g.store.RegisterGateway(hctx, g.registration(), g.cfg.NodeTimeout)
+	cancel()
+	switch {
+	case err == nil:
+		g.nodes.renew(sent.Add(g.leaseTerm()), 2*g.cfg.HeartbeatInterval)
+		if g.fenced.Swap(false) {
+			g.log.Warn().Int32("node_id", g.cfg.NodeID).Msg("gateway registration restored: coordinating groups again")
+		}
+	case ctx.Err() != nil:
+		return
+	default:
+		g.log.Error().Err(err).Int32("node_id", g.cfg.NodeID).Msg("gateway heartbeat failed")
+	}
+	// Peers may consider this gateway down once its lease has ended: coordinator decisions check the
+	// lease themselves; here the view follows and the groups in memory are handed over at once.
+	if !g.nodes.leased(time.Now()) {
+		g.nodes.setSelfAlive(false)
+		if !g.fenced.Swap(true) {
+			g.log.Error().Int32("node_id", g.cfg.NodeID).Msg("gateway registration not refreshed in time: no longer coordinating groups")
+			g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
+		}
 	}
 }
 
@@ -153,7 +177,7 @@ func (g *Gateway) refreshMembership(ctx context.Context) {
 			Alive: r.Heartbeat > 0 && now-r.Heartbeat < g.cfg.NodeTimeout.Milliseconds()}
 	}
 	self := g.registration()
-	byID[g.cfg.NodeID] = gatewayNode{ID: g.cfg.NodeID, Host: g.advHost, Port: g.advPort, Admin: self.Admin, Alive: !g.fenced.Load()}
+	byID[g.cfg.NodeID] = gatewayNode{ID: g.cfg.NodeID, Host: g.advHost, Port: g.advPort, Admin: self.Admin, Alive: g.nodes.leased(time.Now())}
 	nodes := make([]gatewayNode, 0, len(byID))
 	for _, n := range byID {
 		nodes = append(nodes, n)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -65,4 +66,71 @@ func TestPublishAppendWhenQueueFull(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("the notification that found the queue full was never published")
+}
+
+// groupOn returns a group that the set of gateways ids (sorted) places on ids[idx].
+func groupOn(ids []int32, idx int) string {
+	for i := 0; ; i++ {
+		if g := "group-" + strconv.Itoa(i); int(fnv32a(g)%uint32(len(ids))) == idx {
+			return g
+		}
+	}
+}
+
+// TestFenceBeforePeersTakeOver: a gateway cut off from Redis stops coordinating its groups before
+// Redis, and so any peer, considers it down, however long a Redis command may block (here
+// redis.command_timeout is far above the node timeout); with Redis back it coordinates them again.
+func TestFenceBeforePeersTakeOver(t *testing.T) {
+	m := startMiniredis(t)
+	p := startRedisProxy(t, m.Addr())
+	store := openStoreAt(t, p.addr(), redisstore.Options{CommandTimeout: 30 * time.Second, DialTimeout: time.Second})
+	peers := openStoreAt(t, m.Addr(), redisstore.Options{}) // Redis as node 2 sees it
+	const hb, nodeTimeout = 100 * time.Millisecond, 400 * time.Millisecond
+
+	// Node 2, a live peer heartbeating directly.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		stop()
+		wg.Wait()
+	})
+	peer := redisstore.GatewayInfo{NodeID: 2, Instance: "peer", Advertised: "127.0.0.1:1"}
+	if err := peers.RegisterGateway(ctx, peer, nodeTimeout); err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			_ = peers.RegisterGateway(ctx, peer, nodeTimeout)
+			time.Sleep(hb / 2)
+		}
+	})
+
+	g := serveOn(t, store, Config{NodeID: 1, HeartbeatInterval: hb, NodeTimeout: nodeTimeout})
+	group := groupOn([]int32{1, 2}, 0)
+	waitUntil(t, 10*time.Second, "node 1 to coordinate "+group, func() bool { return g.notCoordinator(group) == 0 })
+
+	p.frozen.Store(true)
+	// Sampled as a peer decides: node 1's heartbeat older than the node timeout by Redis's clock. Each
+	// check of node 1 follows the read that found it down, so it must already have stopped.
+	down := 0
+	waitUntil(t, 10*time.Second, "Redis to consider node 1 down", func() bool {
+		regs, now, err := peers.Gateways(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range regs {
+			if r.NodeID != 1 || now-r.Heartbeat < nodeTimeout.Milliseconds() {
+				continue
+			}
+			if code := g.notCoordinator(group); code == 0 {
+				t.Fatalf("Redis shows node 1's heartbeat %d ms old (node timeout %v), so peers take %s over, but node 1 still coordinates it",
+					now-r.Heartbeat, nodeTimeout, group)
+			}
+			down++
+		}
+		return down >= 20 // and for a while after
+	})
+
+	p.frozen.Store(false)
+	waitUntil(t, 10*time.Second, "node 1 to coordinate "+group+" again", func() bool { return g.notCoordinator(group) == 0 })
 }

@@ -28,6 +28,9 @@ type membership struct {
 	nodes []gatewayNode
 	// holdUntil: before it, this gateway coordinates nothing (see hold).
 	holdUntil time.Time
+	// leaseUntil: past it, this gateway coordinates nothing (see renew). Zero until the first
+	// registration, before which nothing is served.
+	leaseUntil time.Time
 }
 
 func newMembership(self int32, advertised string) *membership {
@@ -95,6 +98,41 @@ func (m *membership) hold(until time.Time) {
 	m.mu.Unlock()
 }
 
+// renew extends this gateway's lease to until: the time by which, at the earliest, its peers could
+// consider it down. The lease is checked on every coordinator decision, so a gateway cut off from
+// Redis stops coordinating when it ends, not when a heartbeat call gives up. A lease renewed after it
+// ran out means peers may have taken this gateway's groups meanwhile: while any other gateway is
+// known, it then holds off for holdFor, until they have seen the fresh heartbeat (as at start).
+func (m *membership) renew(until time.Time, holdFor time.Duration) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.leaseUntil.IsZero() && !now.Before(m.leaseUntil) && len(m.nodes) > 1 {
+		m.holdUntil = now.Add(holdFor)
+	}
+	if until.After(m.leaseUntil) {
+		m.leaseUntil = until
+	}
+}
+
+// leaseEnd is when this gateway's lease ends (zero before the first registration).
+func (m *membership) leaseEnd() time.Time {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.leaseUntil
+}
+
+// leased reports whether this gateway's lease still runs at now.
+func (m *membership) leased(now time.Time) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.leasedLocked(now)
+}
+
+func (m *membership) leasedLocked(now time.Time) bool {
+	return m.leaseUntil.IsZero() || now.Before(m.leaseUntil)
+}
+
 // fnv32a is the hash that places groups (and transactional ids) on gateways.
 func fnv32a(s string) uint32 {
 	h := fnv.New32a()
@@ -104,7 +142,7 @@ func fnv32a(s string) uint32 {
 
 // coordinatorFor is the one function that decides which gateway coordinates key: FNV-1a(key) modulo
 // the full registered set; when that gateway is down (or is this one, held), the next live one in
-// node-id order (wrapping).
+// node-id order (wrapping). This gateway counts as down while held or once its lease has ended.
 func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -112,10 +150,11 @@ func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 	if n == 0 {
 		return gatewayNode{}, false
 	}
-	held := !m.holdUntil.IsZero() && time.Now().Before(m.holdUntil)
+	now := time.Now()
+	out := (!m.holdUntil.IsZero() && now.Before(m.holdUntil)) || !m.leasedLocked(now)
 	start := int(fnv32a(key) % uint32(n))
 	for i := 0; i < n; i++ {
-		if c := m.nodes[(start+i)%n]; c.Alive && !(held && c.ID == m.self) {
+		if c := m.nodes[(start+i)%n]; c.Alive && !(out && c.ID == m.self) {
 			return c, true
 		}
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"hash/fnv"
 	"testing"
+	"time"
 )
 
 func nodes(alive ...bool) []gatewayNode {
@@ -122,6 +123,63 @@ func TestLeaderInOneView(t *testing.T) {
 		l := m.leaderIn(live, "t", p)
 		if l.ID != 1 && l.ID != 2 && l.ID != 3 {
 			t.Fatalf("partition %d: leader %d is not among the listed brokers 1-3", p, l.ID)
+		}
+	}
+}
+
+// TestCoordinationNeedsLease: this gateway coordinates only while its lease runs, whatever its view
+// says; renewed after it ran out, it holds off while another gateway is known (peers may have taken
+// its groups meanwhile), and alone it keeps coordinating as before.
+func TestCoordinationNeedsLease(t *testing.T) {
+	m := newMembership(1, "127.0.0.1:9092")
+	m.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 2, Alive: true}})
+	group := groupOn([]int32{1, 2}, 0)
+	m.renew(time.Now().Add(time.Hour), time.Hour)
+	if !m.isCoordinator(group) {
+		t.Fatalf("leased: not coordinating %s", group)
+	}
+
+	m = newMembership(1, "127.0.0.1:9092")
+	m.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 2, Alive: true}})
+	m.renew(time.Now().Add(-time.Millisecond), time.Hour) // the lease has ended
+	if c, ok := m.coordinatorFor(group); !ok || c.ID != 2 {
+		t.Fatalf("lease ended: coordinatorFor(%s) = %d, %v; want the next live gateway, 2", group, c.ID, ok)
+	}
+	if !m.coordinatedElsewhere(group) {
+		t.Fatalf("lease ended: %s not handed over", group)
+	}
+	m.renew(time.Now().Add(time.Hour), time.Hour)
+	if m.isCoordinator(group) {
+		t.Fatalf("lease renewed after it ran out: coordinating %s at once, before peers saw the heartbeat", group)
+	}
+	m.hold(time.Time{})
+	if !m.isCoordinator(group) {
+		t.Fatalf("lease renewed, hold over: not coordinating %s", group)
+	}
+
+	alone := newMembership(1, "127.0.0.1:9092")
+	alone.renew(time.Now().Add(-time.Millisecond), time.Hour)
+	if _, ok := alone.coordinatorFor(group); ok {
+		t.Fatal("alone, lease ended: still a coordinator")
+	}
+	alone.renew(time.Now().Add(time.Hour), time.Hour)
+	if !alone.isCoordinator(group) {
+		t.Fatal("alone, lease renewed: held back though no gateway could have taken the group")
+	}
+}
+
+// TestLeaseTerm: the lease ends one heartbeat interval before peers may consider the gateway down, or
+// earlier still with a node timeout close to the interval, so that it outlasts the next heartbeat.
+func TestLeaseTerm(t *testing.T) {
+	for _, tc := range []struct{ hb, nt, want time.Duration }{
+		{time.Second, 5 * time.Second, 4 * time.Second},
+		{100 * time.Millisecond, 400 * time.Millisecond, 300 * time.Millisecond},
+		{time.Second, 1500 * time.Millisecond, 1250 * time.Millisecond},
+		{time.Second, time.Second, time.Second}, // rejected by configs; never past the node timeout
+	} {
+		g := &Gateway{cfg: Config{HeartbeatInterval: tc.hb, NodeTimeout: tc.nt}}
+		if got := g.leaseTerm(); got != tc.want {
+			t.Errorf("heartbeat %v, node timeout %v: lease %v, want %v", tc.hb, tc.nt, got, tc.want)
 		}
 	}
 }
