@@ -92,6 +92,7 @@ func (g *Gateway) register(ctx context.Context) error {
 // runMembership refreshes the heartbeat and the membership view until ctx is done, then marks this
 // gateway down so peers take over its groups at once.
 func (g *Gateway) runMembership(ctx context.Context) {
+	g.goBackground(g.runTopologyRefresh)
 	t := time.NewTicker(g.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -111,7 +112,6 @@ func (g *Gateway) runMembership(ctx context.Context) {
 		g.refreshMembership(rctx)
 		cancel()
 		g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
-		g.store.RefreshTopology(ctx) // a promoted Redis replica is found within one interval
 	}
 }
 
@@ -145,6 +145,22 @@ func (g *Gateway) heartbeat(ctx context.Context) {
 		if !g.fenced.Swap(true) {
 			g.log.Error().Int32("node_id", g.cfg.NodeID).Msg("gateway registration not refreshed in time: no longer coordinating groups")
 			g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
+		}
+	}
+}
+
+// runTopologyRefresh has the Redis Cluster client reload its slot map every heartbeat interval, apart
+// from the membership loop: that loop can wait on an unreachable master that holds the gateways key,
+// and a replica promoted meanwhile must still be found within an interval (Store.RefreshTopology).
+func (g *Gateway) runTopologyRefresh(ctx context.Context) {
+	t := time.NewTicker(g.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.store.RefreshTopology(ctx)
 		}
 	}
 }

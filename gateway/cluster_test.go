@@ -134,3 +134,28 @@ func TestFenceBeforePeersTakeOver(t *testing.T) {
 	p.frozen.Store(false)
 	waitUntil(t, 10*time.Second, "node 1 to coordinate "+group+" again", func() bool { return g.notCoordinator(group) == 0 })
 }
+
+// TestTopologyRefreshWhileGatewaysKeyUnreachable: the Redis Cluster slot map is reloaded every
+// heartbeat interval even while the master holding the gateways key does not answer (the membership
+// loop waits on it), so a replica promoted meanwhile is found.
+func TestTopologyRefreshWhileGatewaysKeyUnreachable(t *testing.T) {
+	m := startMiniredis(t)
+	p := startRedisProxy(t, m.Addr())
+	// Each heartbeat now waits a whole command timeout (the lease is longer): a refresh made in turn
+	// with the heartbeats would come once per such wait (twice that with the old code).
+	store := openStoreAt(t, p.addr(), redisstore.Options{Cluster: true, CommandTimeout: 3 * time.Second, DialTimeout: time.Second})
+	serveOn(t, store, Config{HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: 20 * time.Second})
+
+	p.stall("kgate:gateways")
+	select {
+	case <-p.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no command for the gateways key")
+	}
+	// A reload already under way when the stall began may still finish (go-redis runs at most one
+	// more after it); later ones come from refreshes made while the membership loop waits.
+	base := p.slots.Load()
+	waitUntil(t, 4*time.Second, "slot map reloads while the gateways key does not answer", func() bool {
+		return p.slots.Load() >= base+5
+	})
+}
