@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -78,7 +79,7 @@ func (g *Gateway) register(ctx context.Context) error {
 			Msg("node id in use by a fresh heartbeat: waiting one node timeout in case it was this gateway before a crash")
 		select {
 		case <-ctx.Done():
-			return err
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
 		case <-time.After(g.cfg.HeartbeatInterval):
 		}
 	}

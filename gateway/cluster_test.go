@@ -2,10 +2,14 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/kgate/kgate/redisstore"
 )
@@ -158,4 +162,51 @@ func TestTopologyRefreshWhileGatewaysKeyUnreachable(t *testing.T) {
 	waitUntil(t, 4*time.Second, "slot map reloads while the gateways key does not answer", func() bool {
 		return p.slots.Load() >= base+5
 	})
+}
+
+// TestRegisterWaitsOutCrashedPredecessor: a gateway restarted after a crash waits for its
+// predecessor's registration to expire, up to a node timeout, even when that is longer than 10 s.
+func TestRegisterWaitsOutCrashedPredecessor(t *testing.T) {
+	m := startMiniredis(t)
+	store := openStoreAt(t, m.Addr(), redisstore.Options{})
+	const nodeTimeout = 12 * time.Second
+	// The predecessor's last heartbeat, stamped so that it expires 10.5 s from now.
+	last := time.Now().Add(10*time.Second + 500*time.Millisecond - nodeTimeout)
+	b, err := json.Marshal(redisstore.GatewayInfo{NodeID: 0, Instance: "crashed", Advertised: "127.0.0.1:1", Heartbeat: last.UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.HSet("kgate:gateways", "0", string(b))
+
+	g := New(Config{Listen: "127.0.0.1:0", NodeTimeout: nodeTimeout, HeartbeatInterval: 200 * time.Millisecond}, store, zerolog.Nop())
+	if err := g.Listen(context.Background()); err != nil {
+		t.Fatalf("restart after a crash: %v", err)
+	}
+	g.ln.Close()
+}
+
+// TestListenCanceledWhileWaitingForNodeID: the caller's context (SIGTERM) ends the wait for a node id
+// still in use.
+func TestListenCanceledWhileWaitingForNodeID(t *testing.T) {
+	m := startMiniredis(t)
+	store := openStoreAt(t, m.Addr(), redisstore.Options{})
+	const nodeTimeout = time.Minute
+	other := redisstore.GatewayInfo{NodeID: 0, Instance: "other", Advertised: "127.0.0.1:1"}
+	if err := store.RegisterGateway(context.Background(), other, nodeTimeout); err != nil {
+		t.Fatal(err)
+	}
+	g := New(Config{Listen: "127.0.0.1:0", NodeTimeout: nodeTimeout, HeartbeatInterval: 50 * time.Millisecond}, store, zerolog.Nop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Listen(ctx) }()
+	// Cancel once it waits: after its first attempt was refused.
+	time.AfterFunc(200*time.Millisecond, cancel)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, redisstore.ErrNodeIDInUse) {
+			t.Fatalf("Listen canceled while the node id is in use: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Listen did not return when its context was canceled")
+	}
 }

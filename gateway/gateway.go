@@ -158,8 +158,10 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 	return g
 }
 
-// Listen binds the Kafka listener (and the admin listener when configured).
-func (g *Gateway) Listen() error {
+// Listen binds the Kafka listener (and the admin listener when configured) and registers the gateway,
+// which can wait up to a node timeout for a crashed predecessor's registration to expire; ctx cancels
+// the wait.
+func (g *Gateway) Listen(ctx context.Context) error {
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway: listen %s: %w", g.cfg.Listen, err)
@@ -193,7 +195,9 @@ func (g *Gateway) Listen() error {
 			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// register waits up to node_timeout + heartbeat_interval for the id; the margin is for Redis to
+	// answer the last attempt and the first registration read.
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.NodeTimeout+g.cfg.HeartbeatInterval+10*time.Second)
 	defer cancel()
 	if err := g.register(ctx); err != nil {
 		ln.Close()
@@ -217,7 +221,7 @@ func (g *Gateway) AdvertisedAddr() string {
 // returns once they have all stopped.
 func (g *Gateway) Serve(ctx context.Context) error {
 	if g.ln == nil {
-		if err := g.Listen(); err != nil {
+		if err := g.Listen(ctx); err != nil {
 			return err
 		}
 	}

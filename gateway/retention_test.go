@@ -15,7 +15,7 @@ func TestRetentionKeepsRecordsAppendedDuringItsScan(t *testing.T) {
 	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "ret", Partitions: 1, Configs: map[string]string{"retention.ms": "1000"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Listen(); err != nil {
+	if err := g.Listen(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer g.ln.Close()

@@ -150,7 +150,7 @@ func serveGateway(t *testing.T, store *redisstore.Store, cfg gateway.Config) *te
 		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.DebugLevel).With().Str("test", t.Name()).Logger()
 	}
 	g := gateway.New(cfg, store, log)
-	if err := g.Listen(); err != nil {
+	if err := g.Listen(context.Background()); err != nil {
 		store.Close()
 		t.Fatalf("listen: %v", err)
 	}

@@ -153,7 +153,7 @@ func (b *bench) setup(ctx context.Context) error {
 		Listen:            "127.0.0.1:0",
 		DefaultPartitions: 1,
 	}, b.store, log)
-	if err := b.gw.Listen(); err != nil {
+	if err := b.gw.Listen(ctx); err != nil {
 		return err
 	}
 	sctx, stop := context.WithCancel(context.Background())

@@ -90,7 +90,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 			MaxSessionTimeout:     cfg.Groups.MaxSessionTimeout,
 		},
 	}, store, log)
-	if err := g.Listen(); err != nil {
+	if err := g.Listen(ctx); err != nil {
 		return err
 	}
 	ev := log.Info().Str("kafka", g.Addr().String()).Str("advertised", g.AdvertisedAddr()).Int32("node_id", cfg.Node.ID)
