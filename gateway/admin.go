@@ -64,7 +64,7 @@ func (g *Gateway) adminHandler() http.Handler {
 	return mux
 }
 
-// readyz answers 200 when Redis answers and the Kafka listener serves.
+// readyz answers 200 when Redis answers, the Kafka listener serves and the gateway is not fenced.
 func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-g.ready:
@@ -74,6 +74,12 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.isClosing() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	// A fenced gateway coordinates no group and may never recover by itself (its node id taken by
+	// another process): a load balancer or orchestrator should know.
+	if !g.nodes.leased(time.Now()) {
+		http.Error(w, "fenced: registration in Redis not refreshed in time (peers may consider this gateway down); coordinating no groups", http.StatusServiceUnavailable)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
