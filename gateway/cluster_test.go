@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,12 +196,13 @@ func TestListenCanceledWhileWaitingForNodeID(t *testing.T) {
 	if err := store.RegisterGateway(context.Background(), other, nodeTimeout); err != nil {
 		t.Fatal(err)
 	}
-	g := New(Config{Listen: "127.0.0.1:0", NodeTimeout: nodeTimeout, HeartbeatInterval: 50 * time.Millisecond}, store, zerolog.Nop())
+	// Cancelled once it waits: when it logs that its first attempt was refused.
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := logWatch{match: "node id in use", fn: cancel}
+	g := New(Config{Listen: "127.0.0.1:0", NodeTimeout: nodeTimeout, HeartbeatInterval: 50 * time.Millisecond}, store, zerolog.New(&waiting))
 	done := make(chan error, 1)
 	go func() { done <- g.Listen(ctx) }()
-	// Cancel once it waits: after its first attempt was refused.
-	time.AfterFunc(200*time.Millisecond, cancel)
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, redisstore.ErrNodeIDInUse) {
@@ -209,4 +211,18 @@ func TestListenCanceledWhileWaitingForNodeID(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Listen did not return when its context was canceled")
 	}
+}
+
+// logWatch is a log writer that calls fn at the first line containing match.
+type logWatch struct {
+	match string
+	fn    func()
+	once  sync.Once
+}
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		w.once.Do(w.fn)
+	}
+	return len(p), nil
 }
