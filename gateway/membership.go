@@ -98,8 +98,8 @@ func (m *membership) hold(until time.Time) {
 	m.mu.Unlock()
 }
 
-// renew extends this gateway's lease to until: the time by which, at the earliest, its peers could
-// consider it down. The lease is checked on every coordinator decision, so a gateway cut off from
+// renew extends this gateway's lease to until, a margin before its peers could at the earliest
+// consider it down (Gateway.leaseTerm). The lease is checked on every coordinator decision, so a gateway cut off from
 // Redis stops coordinating when it ends, not when a heartbeat call gives up. A lease renewed after it
 // ran out means peers may have taken this gateway's groups meanwhile: while any other gateway is
 // known, it then holds off for holdFor, until they have seen the fresh heartbeat (as at start).
