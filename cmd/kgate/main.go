@@ -29,7 +29,7 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg.Log)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {
 		log.Error().Err(err).Msg("kgate stopped")
@@ -99,6 +99,15 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 	}
 	ev.Msg("kgate serving")
 	return g.Serve(ctx)
+}
+
+// signalContext is done at the first SIGINT or SIGTERM, which starts the gateway's graceful shutdown.
+// From then on the signals have their default behaviour again, so a second one ends the process at
+// once, as an operator pressing Ctrl-C twice expects.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 func newLogger(c configs.Log) zerolog.Logger {
