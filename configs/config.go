@@ -292,6 +292,10 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.Cluster.ParsePeers(); err != nil {
 		add(err)
+	} else if len(c.Cluster.Peers) > 0 && len(c.Redis.Addrs) == 0 {
+		// Static peers are always alive: gateways with stores of their own would hand each other
+		// partitions and groups whose data the other cannot see.
+		add(keyErr("cluster.peers", "requires redis.addrs (each embedded store is private to its gateway)"))
 	}
 
 	if c.Metrics.LagEnabled && c.Metrics.LagMaxSeries < 1 {

@@ -61,7 +61,10 @@ func TestValidate(t *testing.T) {
 		{"infinite retention", func(c *Config) { c.Topics.RetentionMs = -1 }, "", ""},
 		{"no rebalance delay", func(c *Config) { c.Groups.InitialRebalanceDelay = 0 }, "", ""},
 		{"lag off", func(c *Config) { c.Metrics.LagEnabled = false; c.Metrics.LagMaxSeries = 0 }, "", ""},
-		{"peers", func(c *Config) { c.Cluster.Peers = []string{"0@a:9092", "1@b:9092"} }, "", ""},
+		{"peers", func(c *Config) {
+			c.Redis.Addrs = []string{"redis:6379"}
+			c.Cluster.Peers = []string{"0@a:9092", "1@b:9092"}
+		}, "", ""},
 
 		{"node id", func(c *Config) { c.Node.ID = -1 }, "node.id", "must be >= 0"},
 		{"listen no port", func(c *Config) { c.Kafka.Listen = "x" }, "kafka.listen", `missing port in address "x"`},
@@ -123,6 +126,7 @@ func TestValidate(t *testing.T) {
 		{"peer bad id", func(c *Config) { c.Cluster.Peers = []string{"x@a:9092"} }, "cluster.peers", "id must be"},
 		{"peer bad addr", func(c *Config) { c.Cluster.Peers = []string{"1@a"} }, "cluster.peers", "missing port"},
 		{"peer twice", func(c *Config) { c.Cluster.Peers = []string{"1@a:1", "1@b:2"} }, "cluster.peers", "twice"},
+		{"peers embedded", func(c *Config) { c.Cluster.Peers = []string{"0@a:9092", "1@b:9092"} }, "cluster.peers", "requires redis.addrs"},
 		{"lag series", func(c *Config) { c.Metrics.LagMaxSeries = 0 }, "metrics.lag_max_series", ">= 1"},
 	}
 	for _, tt := range tests {

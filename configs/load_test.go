@@ -108,13 +108,19 @@ log:
 		},
 		{
 			name: "repeated list flag",
-			args: []string{"--cluster.peers", "1@a:9092", "--cluster.peers=2@b:9092"},
-			want: func(c *Config) { c.Cluster.Peers = []string{"1@a:9092", "2@b:9092"} },
+			args: []string{"--redis.addrs", "r1:6379", "--cluster.peers", "1@a:9092", "--cluster.peers=2@b:9092"},
+			want: func(c *Config) {
+				c.Redis.Addrs = []string{"r1:6379"}
+				c.Cluster.Peers = []string{"1@a:9092", "2@b:9092"}
+			},
 		},
 		{
 			name: "yaml comma string list",
-			yaml: "cluster:\n  peers: \"0@a:9092, 1@b:9092\"\n",
-			want: func(c *Config) { c.Cluster.Peers = []string{"0@a:9092", "1@b:9092"} },
+			yaml: "redis:\n  addrs: [r1:6379]\ncluster:\n  peers: \"0@a:9092, 1@b:9092\"\n",
+			want: func(c *Config) {
+				c.Redis.Addrs = []string{"r1:6379"}
+				c.Cluster.Peers = []string{"0@a:9092", "1@b:9092"}
+			},
 		},
 		{
 			name: "empty env clears yaml list",
