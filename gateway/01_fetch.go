@@ -154,6 +154,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-waiter.ch:
 			continue
 		case <-timer.C:
+		case <-g.quit: // shutdown cuts the wait short, and the connection is closed after the answer
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.

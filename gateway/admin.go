@@ -44,12 +44,11 @@ func (g *Gateway) startAdmin() {
 	})
 }
 
-func (g *Gateway) stopAdmin() {
+// stopAdmin stops the admin server's listener and waits for its handlers until ctx ends.
+func (g *Gateway) stopAdmin(ctx context.Context) {
 	if g.adminSrv.srv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	_ = g.adminSrv.srv.Shutdown(ctx)
 }
 

@@ -100,13 +100,17 @@ func (c *conn) recovered(err *error) {
 	}
 }
 
+// readLoop reads and handles requests until the connection fails or closes, or shutdown begins
+// (then it returns nil: what it has read is answered, the next request is not read).
 func (c *conn) readLoop(ctx context.Context) (err error) {
 	defer c.recovered(&err)
 	var size [4]byte
 	for {
-		c.stayOpen()
+		if !c.stayOpen() {
+			return nil
+		}
 		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
-			return err
+			return c.readErr(err)
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		switch {
@@ -118,7 +122,7 @@ func (c *conn) readLoop(ctx context.Context) (err error) {
 		bufp, buf, err := c.readBody(int(n))
 		if err != nil {
 			putBuf(bufp, buf)
-			return err
+			return c.readErr(err)
 		}
 		bytesIn(int(n) + 4)
 		if err := c.handleFrame(ctx, buf, func() { putBuf(bufp, buf) }); err != nil {
@@ -151,17 +155,35 @@ func (c *conn) readBody(n int) (*[]byte, []byte, error) {
 		if err != nil {
 			return bufp, buf, err
 		}
-		c.stayOpen()
+		if !c.stayOpen() {
+			return bufp, buf, errStopping
+		}
 	}
 	return bufp, buf, nil
 }
 
+// errStopping ends a read loop in the middle of a request when shutdown begins: the request, not yet
+// read in full, is left for the client to send elsewhere.
+var errStopping = errors.New("gateway: shutting down")
+
 // stayOpen pushes back the idle deadline (Config.IdleTimeout): a connection is idle when no byte of a
-// request arrives for that long.
-func (c *conn) stayOpen() {
+// request arrives for that long. It reports false once shutdown has begun: no further request is
+// read.
+func (c *conn) stayOpen() bool {
 	if d := c.g.cfg.IdleTimeout; d > 0 {
 		_ = c.nc.SetReadDeadline(time.Now().Add(d))
 	}
+	// Checked after the deadline is set: shutdown sets a past deadline after it closes quit, so
+	// either this sees quit or that deadline comes last and ends the read.
+	return !c.g.quitting()
+}
+
+// readErr is what a failed read ends the read loop with: nil when shutdown ended it.
+func (c *conn) readErr(err error) error {
+	if c.g.quitting() {
+		return nil
+	}
+	return err
 }
 
 // Produce requests are answered in the background (appendQueue), so that the next request is read and

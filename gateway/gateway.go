@@ -118,6 +118,8 @@ type Gateway struct {
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
 	closing  bool
+	quit     chan struct{}  // closed when shutdown begins (with closing set)
+	drained  chan struct{}  // closed once shutdown has begun and no connection is left
 	wg       sync.WaitGroup // connections and background loops
 	stopBg   context.CancelFunc
 	bgCtx    context.Context
@@ -151,6 +153,8 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		coord:   coordinator.New(cfg.Groups),
 		ready:   make(chan struct{}),
 		conns:   make(map[net.Conn]struct{}),
+		quit:    make(chan struct{}),
+		drained: make(chan struct{}),
 		appends: make(chan string, 4096),
 		unsent:  map[string]struct{}{},
 	}
@@ -217,8 +221,8 @@ func (g *Gateway) AdvertisedAddr() string {
 	return net.JoinHostPort(g.advHost, strconv.Itoa(int(g.advPort)))
 }
 
-// Serve accepts connections until ctx is done, then closes every connection and background loop and
-// returns once they have all stopped.
+// Serve accepts connections until ctx is done, then shuts down (shutdown: what is in flight is
+// answered first) and returns once every connection and background loop has stopped.
 func (g *Gateway) Serve(ctx context.Context) error {
 	if g.ln == nil {
 		if err := g.Listen(ctx); err != nil {
@@ -232,8 +236,9 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	g.goBackground(g.runRetention)
 	close(g.ready)
 	served := make(chan struct{})
-	defer close(served)
-	go func() { // ends with Serve either way
+	shutDown := make(chan struct{})
+	go func() { // Serve waits for it (shutDown)
+		defer close(shutDown)
 		select {
 		case <-ctx.Done():
 			g.shutdown()
@@ -258,7 +263,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			g.log.Error().Err(aerr).Dur("retry_in", backoff).Msg("accept failed")
 			select {
 			case <-time.After(backoff):
-			case <-g.bgCtx.Done():
+			case <-g.quit:
 			}
 			continue
 		}
@@ -274,6 +279,8 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		}
 		go g.serveConn(c)
 	}
+	close(served)
+	<-shutDown
 	g.wg.Wait()
 	g.coord.Close()
 	return err
@@ -312,8 +319,21 @@ func (g *Gateway) atConnectionLimit() bool {
 func (g *Gateway) untrack(c net.Conn) {
 	g.mu.Lock()
 	delete(g.conns, c)
+	if g.closing && len(g.conns) == 0 {
+		close(g.drained) // once: no connection is tracked after closing is set
+	}
 	g.mu.Unlock()
 	g.wg.Done()
+}
+
+// quitting reports whether shutdown has begun: connections read no further request.
+func (g *Gateway) quitting() bool {
+	select {
+	case <-g.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // goBackground starts a loop owned by the gateway; it refuses once shutdown has begun.
@@ -331,6 +351,24 @@ func (g *Gateway) goBackground(fn func(ctx context.Context)) bool {
 	return true
 }
 
+// shutdownGrace bounds how long shutdown waits for what is in flight to be answered before it closes
+// the connections and cancels their requests.
+const shutdownGrace = 5 * time.Second
+
+// shutdown stops the gateway in three phases, so that a request in flight is answered rather than
+// abandoned (an append stored but not acknowledged makes a producer without idempotence store it
+// twice when it retries elsewhere):
+//
+//  1. the Kafka listener closes and readiness fails (closing); the admin server stops in parallel;
+//  2. connections read no further request, but what they have read is answered: queued produces are
+//     appended and acknowledged, a long-polling fetch answers with what it has, the coordinator
+//     answers parked joins and syncs NOT_COORDINATOR; this lasts until every connection has closed,
+//     or shutdownGrace;
+//  3. the connections left are closed and bgCtx is cancelled, which ends their requests and the
+//     background loops (membership marks this gateway down).
+//
+// Requests (and admin handlers) run on bgCtx throughout, so nothing in flight fails only because
+// shutdown began.
 func (g *Gateway) shutdown() {
 	g.mu.Lock()
 	if g.closing {
@@ -338,17 +376,50 @@ func (g *Gateway) shutdown() {
 		return
 	}
 	g.closing = true
+	close(g.quit)
 	conns := make([]net.Conn, 0, len(g.conns))
 	for c := range g.conns {
 		conns = append(conns, c)
 	}
+	if len(conns) == 0 {
+		close(g.drained)
+	}
 	g.mu.Unlock()
-	g.stopBg()
+
 	g.ln.Close()
-	g.stopAdmin()
+	grace, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	adminStopped := make(chan struct{})
+	go func() { // waited for below
+		defer close(adminStopped)
+		g.stopAdmin(grace)
+	}()
+
+	g.coord.Close()
+	for _, c := range conns {
+		// Ends a read loop's wait for the next request; one between requests sees quit instead
+		// (conn.stayOpen).
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+	}
+	select {
+	case <-g.drained:
+	case <-grace.Done():
+	}
+	<-adminStopped
+
+	g.mu.Lock()
+	conns = conns[:0]
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	if len(conns) > 0 {
+		g.log.Warn().Int("connections", len(conns)).Dur("grace", shutdownGrace).Msg("closing connections still busy after the shutdown grace period")
+	}
 	for _, c := range conns {
 		c.Close()
 	}
+	g.stopBg()
 }
 
 // OpenConnections reports the number of open client connections.

@@ -1,0 +1,335 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/redisstore"
+)
+
+// replyHoldProxy forwards TCP connections to a Redis server; while held (hold), Redis's replies wait
+// in it until release. Everything it started stops at cleanup.
+type replyHoldProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	gate  chan struct{} // nil: replies pass; otherwise closed by release
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startReplyHoldProxy(t *testing.T, redisAddr string) *replyHoldProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &replyHoldProxy{ln: ln}
+	p.wg.Go(func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", redisAddr)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, client, server)
+			p.mu.Unlock()
+			p.wg.Go(func() { p.pipe(server, client, false) })
+			p.wg.Go(func() { p.pipe(client, server, true) })
+		}
+	})
+	t.Cleanup(func() {
+		p.release()
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *replyHoldProxy) pipe(dst, src net.Conn, replies bool) {
+	defer dst.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if replies {
+				p.mu.Lock()
+				gate := p.gate
+				p.mu.Unlock()
+				if gate != nil {
+					<-gate
+				}
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *replyHoldProxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		p.gate = make(chan struct{})
+	}
+}
+
+func (p *replyHoldProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
+}
+
+// shutdownStore is an embedded store, closed at cleanup.
+func shutdownStore(t *testing.T) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.Open(context.Background(), redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// serveShutdownGateway serves a gateway with cfg (on 127.0.0.1:0) over store; stop starts its
+// shutdown and returns once Serve has.
+func serveShutdownGateway(t *testing.T, cfg Config, store *redisstore.Store) (g *Gateway, stop context.CancelFunc) {
+	t.Helper()
+	cfg.Listen = "127.0.0.1:0"
+	g = New(cfg, store, zerolog.Nop())
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	return g, startServing(t, g)
+}
+
+// startServing runs g.Serve until the returned cancel (or the test's end), which waits for Serve.
+func startServing(t *testing.T, g *Gateway) context.CancelFunc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	<-g.Ready()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// dialShutdownGateway connects to g's Kafka listener; the connection is closed at cleanup.
+func dialShutdownGateway(t *testing.T, g *Gateway) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after 10 s", what)
+		}
+	}
+}
+
+// expectClosed checks the gateway closes c (after its last answer) rather than answering more.
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [1]byte
+	if n, err := c.Read(b[:]); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last answer: read %d bytes, %v; want the connection closed", n, err)
+	}
+}
+
+// shuttingDown starts g's shutdown (stop, in the background) and returns once the Kafka listener
+// refuses connections, that is once the shutdown has begun.
+func shuttingDown(t *testing.T, g *Gateway, stop context.CancelFunc) chan struct{} {
+	t.Helper()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stop()
+	}()
+	waitFor(t, "the listener to close", func() bool {
+		c, err := net.Dial("tcp", g.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	return stopped
+}
+
+// TestShutdownAnswersProduceInFlight: a produce whose append Redis has applied but not yet answered
+// when shutdown begins is still acknowledged to its producer (it was dropped with the connection: a
+// producer without idempotence then stored the record twice retrying elsewhere); the connection
+// closes after the answer.
+func TestShutdownAnswersProduceInFlight(t *testing.T) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	proxy := startReplyHoldProxy(t, m.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(addr string) *redisstore.Store {
+		s, err := redisstore.Open(ctx, redisstore.Options{Addrs: []string{addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	direct := open(m.Addr())
+	if err := direct.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	g, stop := serveShutdownGateway(t, Config{}, open(proxy.ln.Addr().String()))
+	c := dialShutdownGateway(t, g)
+	produce(t, c, 1, 0)
+
+	proxy.hold()
+	if _, err := c.Write(produceFrame(t, 2)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the append to reach Redis", func() bool {
+		offs, err := direct.PartitionOffsets(ctx, "appender", []int32{0})
+		return err == nil && offs[0].End == 2
+	})
+	stopped := shuttingDown(t, g, stop)
+	proxy.release()
+
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	corr, body := readResponse(t, c)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	if err := resp.ReadFrom(body[1:]); err != nil {
+		t.Fatalf("decode produce response: %v", err)
+	}
+	if sp := resp.Topics[0].Partitions[0]; corr != 2 || sp.ErrorCode != 0 || sp.BaseOffset != 1 {
+		t.Fatalf("answer %d: error %d base offset %d, want 2: 0, 1", corr, sp.ErrorCode, sp.BaseOffset)
+	}
+	expectClosed(t, c)
+	<-stopped
+}
+
+// TestShutdownCutsLongPollShort: a fetch long-polling when shutdown begins is answered at once with
+// what there is (here nothing, without error), not dropped and not held for its max wait.
+func TestShutdownCutsLongPollShort(t *testing.T) {
+	store := shutdownStore(t)
+	if err := store.CreateTopic(context.Background(), redisstore.Topic{Name: "polled", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	g, stop := serveShutdownGateway(t, Config{}, store)
+	c := dialShutdownGateway(t, g)
+	req := fetchRequest("polled", 0, 0, 1<<20, 1<<20)
+	req.MaxWaitMillis = 10 * 60 * 1000 // far beyond the test's deadlines
+	if _, err := c.Write(requestFrame(req, 7)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the fetch to long-poll", fetchWaiting)
+	stopped := shuttingDown(t, g, stop)
+
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	corr, body := readResponse(t, c)
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = req.Version
+	if err := resp.ReadFrom(body[1:]); err != nil {
+		t.Fatalf("decode fetch response: %v", err)
+	}
+	if sp := resp.Topics[0].Partitions[0]; corr != 7 || sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 || sp.HighWatermark != 0 {
+		t.Fatalf("answer %d: error %d, %d record bytes, high watermark %d; want 7: 0, 0, 0", corr, sp.ErrorCode, len(sp.RecordBatches), sp.HighWatermark)
+	}
+	expectClosed(t, c)
+	<-stopped
+}
+
+// TestShutdownAnswersParkedJoin: a JoinGroup parked in its rebalance when shutdown begins is answered
+// NOT_COORDINATOR on its still open connection, so the member looks for the group's next coordinator.
+func TestShutdownAnswersParkedJoin(t *testing.T) {
+	g, stop := serveShutdownGateway(t, Config{Groups: coordinator.Config{InitialRebalanceDelay: 10 * time.Minute}}, shutdownStore(t))
+	c := dialShutdownGateway(t, g)
+	join := func(memberID string, corr int32) {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version = 9
+		req.Group, req.MemberID, req.ProtocolType = "parked", memberID, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 30000, 10*60*1000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name = "range"
+		req.Protocols = append(req.Protocols, p)
+		if _, err := c.Write(requestFrame(req, corr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(corr int32) *kmsg.JoinGroupResponse {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, body := readResponse(t, c)
+		if got != corr {
+			t.Fatalf("answer %d, want %d", got, corr)
+		}
+		resp := kmsg.NewPtrJoinGroupResponse()
+		resp.Version = 9
+		if err := resp.ReadFrom(body[1:]); err != nil {
+			t.Fatalf("decode join response: %v", err)
+		}
+		return resp
+	}
+	join("", 1) // KIP-394: the first join only gets a member id
+	first := answer(1)
+	if first.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: error %d, want MEMBER_ID_REQUIRED", first.ErrorCode)
+	}
+	join(first.MemberID, 2) // parks for the initial rebalance delay
+	waitFor(t, "the join to park", func() bool {
+		info, ok := g.coord.Describe(context.Background(), "parked")
+		return ok && len(info.Members) == 1
+	})
+	stopped := shuttingDown(t, g, stop)
+
+	if resp := answer(2); resp.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("parked join: error %d, want NOT_COORDINATOR", resp.ErrorCode)
+	}
+	expectClosed(t, c)
+	<-stopped
+}
