@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -13,7 +14,15 @@ import (
 type adminServer struct {
 	ln  net.Listener
 	srv *http.Server
+
+	mu      sync.Mutex
+	running int           // handlers running (track)
+	idle    chan struct{} // made by awaitHandlers, closed once no handler runs
 }
+
+// adminHandlerWait bounds how long the gateway waits for admin handlers once their context is
+// cancelled (the end of shutdown).
+const adminHandlerWait = 2 * time.Second
 
 func (g *Gateway) listenAdmin() error {
 	ln, err := net.Listen("tcp", g.cfg.AdminListen)
@@ -21,8 +30,38 @@ func (g *Gateway) listenAdmin() error {
 		return fmt.Errorf("gateway: admin listen %s: %w", g.cfg.AdminListen, err)
 	}
 	g.adminSrv.ln = ln
-	g.adminSrv.srv = &http.Server{Handler: g.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	g.adminSrv.srv = &http.Server{
+		Handler:           g.adminSrv.track(g.adminHandler()),
+		ReadHeaderTimeout: 5 * time.Second,
+		// Handlers' requests end with the gateway's, not only when their client goes away.
+		BaseContext: func(net.Listener) context.Context { return g.bgCtx },
+	}
 	return nil
+}
+
+// track counts h's running calls, which awaitHandlers waits for: http.Server.Shutdown gives up on a
+// handler after its timeout, and one left running must not use the store after Gateway.Serve returned
+// and the store was closed.
+func (s *adminServer) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.idle != nil { // awaited already: the gateway is gone
+			s.mu.Unlock()
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		s.running++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.running--
+			if s.running == 0 && s.idle != nil {
+				close(s.idle)
+			}
+			s.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // AdminAddr is the bound admin address, or nil when the admin API is off.
@@ -37,11 +76,33 @@ func (g *Gateway) startAdmin() {
 	if g.adminSrv.srv == nil {
 		return
 	}
-	g.goBackground(func(context.Context) {
+	g.goBackground(func(ctx context.Context) {
 		if err := g.adminSrv.srv.Serve(g.adminSrv.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error().Err(err).Msg("admin server stopped")
 		}
+		// Serve returns as soon as shutdown begins; handlers still running end with ctx, their base
+		// context, which shutdown cancels last.
+		<-ctx.Done()
+		g.adminSrv.awaitHandlers(g)
 	})
+}
+
+// awaitHandlers waits for the running handlers, at most adminHandlerWait, then closes the
+// connections left.
+func (s *adminServer) awaitHandlers(g *Gateway) {
+	s.mu.Lock()
+	s.idle = make(chan struct{})
+	if s.running == 0 {
+		close(s.idle)
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+	case <-time.After(adminHandlerWait):
+		g.log.Warn().Dur("waited", adminHandlerWait).Msg("admin handlers still running after shutdown")
+	}
+	_ = s.srv.Close()
 }
 
 // stopAdmin stops the admin server's listener and waits for its handlers until ctx ends.

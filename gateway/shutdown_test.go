@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -332,4 +333,42 @@ func TestShutdownAnswersParkedJoin(t *testing.T) {
 	}
 	expectClosed(t, c)
 	<-stopped
+}
+
+// TestShutdownWaitsForAdminHandlers: an admin handler running when shutdown begins has its request
+// context cancelled, and Serve returns only after it has returned (one left running used the store
+// after it was closed).
+func TestShutdownWaitsForAdminHandlers(t *testing.T) {
+	g := New(Config{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, shutdownStore(t), zerolog.Nop())
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var mu sync.Mutex
+	returned := false
+	g.adminSrv.srv.Handler = g.adminSrv.track(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done() // a handler busy until its request ends
+		mu.Lock()
+		returned = true
+		mu.Unlock()
+	}))
+	stop := startServing(t, g)
+	go func() { // ends with the admin server
+		resp, err := http.Get("http://" + g.AdminAddr().String() + "/busy")
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("admin request not handled after 10 s")
+	}
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if !returned {
+		t.Fatal("Serve returned while an admin handler was still running")
+	}
 }
