@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -79,6 +80,9 @@ func (g *Gateway) serveConn(nc net.Conn) {
 		err = aerr
 	}
 	c.closeReadAhead()
+	if err == nil { // the read loop stopped for shutdown and every answer is written
+		c.lingerClose()
+	}
 	connectionsClosed()
 	ev := c.log.Info().Str("client_id", c.clientID).Str("client_software", c.software)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -160,6 +164,29 @@ func (c *conn) readBody(n int) (*[]byte, []byte, error) {
 		}
 	}
 	return bufp, buf, nil
+}
+
+// lingerTimeout bounds how long a connection that stopped reading at shutdown waits for its client to
+// close (lingerClose).
+const lingerTimeout = 2 * time.Second
+
+// lingerClose ends a connection that stopped reading at shutdown: it sends the end of the stream after
+// the answers and discards what the client still sends until the client closes too, at most
+// lingerTimeout. Closed at once with a request unread, the connection would be reset, and a reset drops
+// the answers not sent yet.
+func (c *conn) lingerClose() {
+	hc, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || hc.CloseWrite() != nil {
+		return
+	}
+	until := time.Now().Add(lingerTimeout)
+	for time.Now().Before(until) {
+		// Set each time: shutdown's past deadline may land after this connection stopped reading.
+		_ = c.nc.SetReadDeadline(until)
+		if _, err := io.Copy(io.Discard, c.nc); !errors.Is(err, os.ErrDeadlineExceeded) {
+			return
+		}
+	}
 }
 
 // errStopping ends a read loop in the middle of a request when shutdown begins: the request, not yet

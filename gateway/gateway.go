@@ -362,8 +362,8 @@ const shutdownGrace = 5 * time.Second
 //  1. the Kafka listener closes and readiness fails (closing); the admin server stops in parallel;
 //  2. connections read no further request, but what they have read is answered: queued produces are
 //     appended and acknowledged, a long-polling fetch answers with what it has, the coordinator
-//     answers parked joins and syncs NOT_COORDINATOR; this lasts until every connection has closed,
-//     or shutdownGrace;
+//     answers parked joins and syncs NOT_COORDINATOR; each connection then closes (conn.lingerClose),
+//     and this lasts until all have, or shutdownGrace;
 //  3. the connections left are closed and bgCtx is cancelled, which ends their requests and the
 //     background loops (membership marks this gateway down).
 //

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,7 +173,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// expectClosed checks the gateway closes c (after its last answer) rather than answering more.
+// expectClosed checks the gateway ends c after its last answer rather than answering more, and
+// closes c as a client does then (the gateway waits for that, lingerClose).
 func expectClosed(t *testing.T, c net.Conn) {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -180,6 +182,7 @@ func expectClosed(t *testing.T, c net.Conn) {
 	if n, err := c.Read(b[:]); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last answer: read %d bytes, %v; want the connection closed", n, err)
 	}
+	c.Close()
 }
 
 // shuttingDown starts g's shutdown (stop, in the background) and returns once the Kafka listener
@@ -371,4 +374,56 @@ func TestShutdownWaitsForAdminHandlers(t *testing.T) {
 	if !returned {
 		t.Fatal("Serve returned while an admin handler was still running")
 	}
+}
+
+// TestShutdownAnswerSurvivesUnreadRequest: a large answer written at shutdown reaches a client that
+// reads it slowly although the client had already sent a next request, which the gateway no longer
+// reads (a socket closed with unread input is reset, and the reset drops what was not sent yet).
+func TestShutdownAnswerSurvivesUnreadRequest(t *testing.T) {
+	store := shutdownStore(t)
+	ctx := context.Background()
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "large", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forgetSizing("large") })
+	appendValues(t, ctx, store, "large", 0, 200, 10<<10)
+	g, stop := serveShutdownGateway(t, Config{}, store)
+	// A small receive buffer keeps most of the answer in the gateway's send buffer until it is read.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	req := fetchRequest("large", 0, 0, 8<<20, 8<<20)
+	req.MinBytes, req.MaxWaitMillis = 8<<20, 10*60*1000 // waits: less than that is there
+	if _, err := c.Write(requestFrame(req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the fetch to long-poll", fetchWaiting)
+	if _, err := c.Write(apiVersionsFrame(2)); err != nil {
+		t.Fatal(err)
+	}
+	stopped := shuttingDown(t, g, stop)
+
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	corr, body := readResponse(t, c)
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = req.Version
+	if err := resp.ReadFrom(body[1:]); err != nil {
+		t.Fatalf("decode fetch response: %v", err)
+	}
+	if sp := resp.Topics[0].Partitions[0]; corr != 1 || sp.ErrorCode != 0 || len(sp.RecordBatches) < 1<<20 {
+		t.Fatalf("answer %d: error %d, %d record bytes; want 1: 0, at least 1 MiB", corr, sp.ErrorCode, len(sp.RecordBatches))
+	}
+	expectClosed(t, c)
+	<-stopped
 }
