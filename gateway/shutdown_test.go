@@ -126,19 +126,22 @@ func serveShutdownGateway(t *testing.T, cfg Config, store *redisstore.Store) (g 
 	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	g = New(cfg, store, zerolog.Nop())
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
 	return g, startServing(t, g)
 }
 
-// startServing runs g.Serve until the returned cancel (or the test's end), which waits for Serve.
+// startServing runs g.Serve (which listens unless g already does) until the returned cancel (or the
+// test's end), which waits for Serve.
 func startServing(t *testing.T, g *Gateway) context.CancelFunc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(ctx) }()
-	<-g.Ready()
+	select {
+	case <-g.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("Serve: %v", err)
+	}
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -343,6 +346,7 @@ func TestShutdownAnswersParkedJoin(t *testing.T) {
 // after it was closed).
 func TestShutdownWaitsForAdminHandlers(t *testing.T) {
 	g := New(Config{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, shutdownStore(t), zerolog.Nop())
+	// Bound before Serve (which would bind it) so the admin handler can be replaced before it serves.
 	if err := g.Listen(); err != nil {
 		t.Fatal(err)
 	}
