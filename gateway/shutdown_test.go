@@ -347,7 +347,7 @@ func TestShutdownAnswersParkedJoin(t *testing.T) {
 func TestShutdownWaitsForAdminHandlers(t *testing.T) {
 	g := New(Config{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0"}, shutdownStore(t), zerolog.Nop())
 	// Bound before Serve (which would bind it) so the admin handler can be replaced before it serves.
-	if err := g.Listen(); err != nil {
+	if err := g.Listen(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	started := make(chan struct{})
