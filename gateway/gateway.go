@@ -128,7 +128,7 @@ type Gateway struct {
 	instance string // random per process, tells a restart from a duplicate node id
 	started  time.Time
 	multi    atomic.Bool // more than one live gateway: publish appends for remote long-polls
-	fenced   atomic.Bool // registration lost past the node timeout: coordinate nothing
+	fenced   atomic.Bool // the lease's end was logged and its groups handed over; coordinatorFor checks the lease itself
 	appends  chan string // partitions to publish, drained by runAppendPublisher ("": a wake-up only)
 	unsentMu sync.Mutex
 	unsent   map[string]struct{} // partitions to publish that found appends full
