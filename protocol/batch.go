@@ -103,8 +103,8 @@ func (b *Batch) TimestampType() int8 {
 
 // DecodeBatches decodes every record batch in data, the Records bytes of one
 // Produce partition. Each batch must be whole, magic 2, match its CRC-32C,
-// decompress to at most maxDecompressed bytes (DefaultMaxFrameBytes when
-// maxDecompressed <= 0), hold exactly NumRecords well-formed records with
+// decompress (with the batches before it) to at most maxDecompressed bytes
+// (DefaultMaxFrameBytes when maxDecompressed <= 0), hold exactly NumRecords well-formed records with
 // increasing offset deltas, and end with the record at LastOffsetDelta.
 // Empty data returns no batches and no error.
 //
@@ -122,6 +122,7 @@ func DecodeBatches(data []byte, maxDecompressed int) ([]Batch, error) {
 		maxDecompressed = DefaultMaxFrameBytes
 	}
 	var batches []Batch
+	left := maxDecompressed // shared: every decoded batch is held until the last is decoded
 	for len(data) > 0 {
 		if len(data) <= magicOffset {
 			return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptBatch, len(data))
@@ -137,10 +138,11 @@ func DecodeBatches(data []byte, maxDecompressed int) ([]Batch, error) {
 		if batches == nil {
 			batches = make([]Batch, 0, 1) // Produce sends one batch per partition
 		}
-		b, err := decodeBatch(data[:end], maxDecompressed)
+		b, err := decodeBatch(data[:end], left)
 		if err != nil {
 			return nil, err
 		}
+		left -= b.Decompressed
 		batches = append(batches, b)
 		data = data[end:]
 	}
@@ -170,6 +172,9 @@ func decodeBatch(raw []byte, maxDecompressed int) (Batch, error) {
 	}
 	recs := rb.Records
 	if c := b.Compression(); c != CodecNone {
+		if maxDecompressed <= 0 {
+			return Batch{}, fmt.Errorf("%w: %s, nothing left of the limit", ErrBatchTooLarge, c)
+		}
 		var err error
 		if recs, err = decompress(c, recs, maxDecompressed); err != nil {
 			return Batch{}, err

@@ -441,3 +441,23 @@ func TestDecodeAliasesInput(t *testing.T) {
 		t.Fatal("value does not alias the input")
 	}
 }
+
+// The decompression limit is shared by a record set's batches, since all of them are held until the
+// last is decoded: 20 zstd batches of 64 KiB of zeros each fit a 2 MiB limit, not a 1 MiB one.
+func TestDecodeBatchesLimitShared(t *testing.T) {
+	var raw []byte
+	for i := range 20 {
+		b := Batch{BaseOffset: int64(i), NumRecords: 1, Records: []Record{{Value: make([]byte, 64<<10)}}}
+		raw = mustCompressedAppend(t, raw, b, CodecZstd)
+	}
+	if len(raw) > 20<<10 {
+		t.Fatalf("%d bytes compressed", len(raw))
+	}
+	if _, err := DecodeBatches(raw, 1<<20); !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("1 MiB limit: err = %v, want ErrBatchTooLarge", err)
+	}
+	got, err := DecodeBatches(raw, 2<<20)
+	if err != nil || len(got) != 20 {
+		t.Fatalf("2 MiB limit: %d batches, err %v", len(got), err)
+	}
+}
