@@ -138,16 +138,20 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	bufs := c.outBufs[:0]
 	ahead := true // the first read may be answered by the read-ahead
 	var failed bool
-	for {
-		got, fail, partial := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, &arrival)
-		ahead, failed = false, fail
-		if partial && !failed && got < int(minBytes) {
+	for rereads := 0; ; {
+		rd := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, &arrival)
+		ahead, failed = false, rd.failed
+		if (rd.partial || rd.short && rereads < maxShortRereads) && !failed && rd.bytes < int(minBytes) {
 			// Records already in Redis may be missing from this answer (appended after the read-ahead
-			// read, or by another gateway whose wake-up merged with that of our own append): read
-			// afresh before any waiting, as nothing may wake the fetch for them.
+			// read, or by another gateway whose wake-up merged with that of our own append; or left
+			// out by a read sized for larger records, a partition's first one): read afresh before
+			// any waiting, as nothing may wake the fetch for them.
+			if rd.short {
+				rereads++
+			}
 			continue
 		}
-		if waiter == nil || failed || got >= int(minBytes) {
+		if waiter == nil || failed || rd.bytes >= int(minBytes) {
 			break
 		}
 		select {
@@ -158,7 +162,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.
-		_, failed, _ = c.readFetch(ctx, parts, maxBytes, &bufs, false, &arrival)
+		failed = c.readFetch(ctx, parts, maxBytes, &bufs, false, &arrival).failed
 		break
 	}
 	c.outBufs = bufs
@@ -243,17 +247,31 @@ func topicIDs(parts []fetchPart) [][16]byte {
 	return ids
 }
 
+// maxShortRereads bounds the reads a fetch below min_bytes makes at once because a read's entry count,
+// not its byte limits, held it back (fetchRead.short): the second is sized by what the first found.
+const maxShortRereads = 2
+
+// fetchRead is what readFetch found.
+type fetchRead struct {
+	bytes  int  // record bytes in the responses
+	failed bool // a partition ended with an error, which answers the fetch at once
+	// partial: the answer came from the read-ahead or this gateway's own appends, not from Redis now,
+	// so records already in Redis may be missing from it.
+	partial bool
+	// short: a partition's read took every entry it asked for, within its byte limits, and the
+	// partition holds more (its read was sized for larger records than it found).
+	short bool
+}
+
 // readFetch reads every partition once (from the read-ahead when useAhead is set and it answers
 // these reads; from this gateway's appends with a ticket above *arrival when they answer it, raising
 // *arrival to the newest of them, so a fetch still waiting reads afresh unless a newer own append
 // answers), filling the responses with record batches encoded into pooled buffers, listed in
 // *bufs (those of an earlier call, which the responses no longer point into, go back to the pool).
-// It reports the record bytes found, whether any partition ended with an error (which answers the
-// fetch at once) and whether the answer came from the read-ahead or this gateway's own appends
-// rather than from Redis now (partial: records already in Redis may be missing from it).
-func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival *uint64) (int, bool, bool) {
+func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival *uint64) fetchRead {
+	var rd fetchRead
 	if len(parts) == 0 {
-		return 0, false, false
+		return rd
 	}
 	reqs := planReads(parts, maxBytes, false)
 	for _, p := range parts {
@@ -269,15 +287,14 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 			c.freshOffsets(ctx, reqs, results)
 		}
 	}
-	partial := results != nil
-	if !partial {
+	rd.partial = results != nil
+	if !rd.partial {
 		if results = c.ownAppends(parts, arrival); results == nil {
 			results = c.readFresh(ctx, parts, reqs)
 		} else {
-			partial = true
+			rd.partial = true
 		}
 	}
-	total, failed := 0, false
 	budget := int(maxBytes)
 	var atEnd []partKey // partitions read up to their high watermark: the tail cache keeps them
 	for i := range results {
@@ -287,14 +304,14 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		p.next, p.more = p.offset, false
 		if r.Err != nil {
 			sp.ErrorCode = errCode(r.Err)
-			failed = true
+			rd.failed = true
 			continue
 		}
 		sp.ErrorCode = 0
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.End, r.End, r.Start
 		if p.offset < r.Start || p.offset > r.End {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
-			failed = true
+			rd.failed = true
 			continue
 		}
 		limit := min(int(p.maxBytes), budget)
@@ -302,7 +319,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		if len(r.Records) > 0 {
 			bp := getBuf(min(len(r.Records)*int(p.sizing.encodedSize())+batchOverhead, max(limit, 0)+batchOverhead))
 			var buf []byte
-			buf, n, size = encodeRecords((*bp)[:0], r.Records, p.offset, limit, total == 0, p.logAppend)
+			buf, n, size = encodeRecords((*bp)[:0], r.Records, p.offset, limit, rd.bytes == 0, p.logAppend)
 			*bp = buf // grown, perhaps: the larger buffer is the one to hand back
 			if len(buf) > 0 {
 				sp.RecordBatches = buf
@@ -316,12 +333,14 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		p.more = p.next < r.End
 		if !p.more {
 			atEnd = append(atEnd, p.key)
+		} else if n > 0 && n == len(r.Records) && len(sp.RecordBatches) < limit {
+			rd.short = true
 		}
-		total += len(sp.RecordBatches)
+		rd.bytes += len(sp.RecordBatches)
 		budget -= len(sp.RecordBatches)
 	}
 	c.g.tail.watch(atEnd)
-	return total, failed, partial
+	return rd
 }
 
 // ownAppends answers a read from the tail cache alone, offsets included, when every partition's newest

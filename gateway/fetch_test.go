@@ -506,3 +506,23 @@ func TestFetchMaxBytes(t *testing.T) {
 		}
 	}
 }
+
+// A partition's first fetch with min_bytes above what its first read (sized for large records) holds
+// reads again at once, sized by what it found, instead of waiting out max_wait for an append that may
+// never come: the backlog is there already.
+func TestFetchFirstReadBelowMinBytes(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const topic = "first-read-min-bytes"
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topic, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { forgetSizing(topic) })
+	appendValues(t, ctx, store, topic, 0, 2000, 100)
+	req := fetchRequest(topic, 0, 0, 1<<20, 50<<20)
+	req.MinBytes, req.MaxWaitMillis = 64<<10, 10_000
+	start := time.Now()
+	sp := fetchOne(t, ctx, fetchConn(t, g), req)
+	if took := time.Since(start); sp.ErrorCode != 0 || len(sp.RecordBatches) < 64<<10 || took > 5*time.Second {
+		t.Fatalf("error %d, %d bytes after %v; want 64 KiB at once from a 200 KB backlog", sp.ErrorCode, len(sp.RecordBatches), took)
+	}
+}
