@@ -164,7 +164,8 @@ return 1
 func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) bool) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var cleared int32 // partitions [0, cleared) have lost their keys
+	var cleared int32 // partitions [0, cleared) of topic ID clearedID have lost their keys
+	var clearedID [16]byte
 	for {
 		raw, t, err := s.topicEntry(ctx, name)
 		if err != nil {
@@ -172,6 +173,11 @@ func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) 
 		}
 		if !match(t) {
 			return ErrUnknownTopic
+		}
+		if t.ID != clearedID {
+			// Another topic under the name (deleted and created again meanwhile): its keys go too,
+			// or a topic created later would find them.
+			cleared, clearedID = 0, t.ID
 		}
 		if cleared < t.Partitions {
 			pipe := s.rdb.Pipeline()
