@@ -146,7 +146,7 @@ func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response,
 		for i, r := range results {
 			sp := &resp.Topics[j.slots[i].t].Partitions[j.slots[i].p]
 			if r.Err != nil {
-				sp.ErrorCode = appendErrCode(r.Err)
+				sp.ErrorCode = timedOutErrCode(r.Err)
 				sp.LogAppendTime = -1
 				if redisstore.IsUnavailable(r.Err) {
 					c.log.Warn().Err(r.Err).Str("topic", batches[i].Topic).Int32("partition", batches[i].Partition).Msg("append failed")

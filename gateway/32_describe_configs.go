@@ -64,7 +64,7 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 		case kmsg.ConfigResourceTypeTopic:
 			t, err := g.topics.get(ctx, rr.ResourceName)
 			if err != nil {
-				res.ErrorCode = errCode(err)
+				res.ErrorCode = timedOutErrCode(err)
 				break
 			}
 			for _, name := range sortedConfigNames() {

@@ -33,7 +33,7 @@ func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsR
 		case seen[rt.Topic] > 1:
 			msg(kerr.InvalidRequest.Code, "topic named more than once")
 		case err != nil:
-			st.ErrorCode = errCode(err)
+			st.ErrorCode = timedOutErrCode(err)
 		case rt.Count <= t.Partitions:
 			msg(kerr.InvalidPartitions.Code, "partition count can only grow")
 		case rt.Count > maxTopicPartitions:
@@ -46,7 +46,7 @@ func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsR
 			case errors.Is(err, redisstore.ErrInvalidPartitions):
 				msg(kerr.InvalidPartitions.Code, "partition count can only grow")
 			case err != nil:
-				st.ErrorCode = errCode(err)
+				st.ErrorCode = timedOutErrCode(err)
 			default:
 				g.log.Info().Str("topic", rt.Topic).Int32("partitions", rt.Count).Msg("partitions added")
 			}

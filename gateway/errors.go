@@ -41,10 +41,10 @@ func errCode(err error) int16 {
 	}
 }
 
-// appendErrCode is errCode for an append's result, where a timeout is REQUEST_TIMED_OUT, as on Apache:
-// the batch may or may not have been stored, and producers retry it (an idempotent one is then told
-// it is a duplicate).
-func appendErrCode(err error) int16 {
+// timedOutErrCode is errCode where a timeout is REQUEST_TIMED_OUT, as on Apache: for an append, whose
+// batch may or may not have been stored (producers retry it; an idempotent one is then told it is a
+// duplicate), and for admin requests, which admin clients retry.
+func timedOutErrCode(err error) int16 {
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return kerr.RequestTimedOut.Code
 	}
