@@ -49,11 +49,12 @@ type produceJob struct {
 	decompressed int
 
 	// Set by begin: the tail cache's registration and the copies it is taking.
-	keys    []partKey
-	copyOf  []bool
-	ticket  uint64
-	copies  []tailBatch
-	copying sync.WaitGroup
+	keys     []partKey
+	copyOf   []bool
+	ticket   uint64
+	copies   []tailBatch
+	copying  sync.WaitGroup
+	finished bool // the tail cache registration is released (finish)
 }
 
 type produceSlot struct{ t, p int }
@@ -136,12 +137,21 @@ func (j *produceJob) begin() {
 	}
 }
 
+// finish releases the job's tail cache registration (begin), once: fetches at the end of its
+// partitions stop waiting for it.
+func (j *produceJob) finish() {
+	if !j.finished {
+		j.finished = true
+		j.c.g.tail.finish(j.keys, j.copyOf)
+	}
+}
+
 // complete fills in the response from the results of the job's batches (after begin) and tells the
 // tail cache and waiting fetches.
 func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response, error) {
 	c, g, req, resp, batches := j.c, j.c.g, j.req, j.resp, j.batches
 	if len(batches) > 0 {
-		defer g.tail.finish(j.keys, j.copyOf)
+		defer j.finish()
 		j.copying.Wait()
 		for i, r := range results {
 			sp := &resp.Topics[j.slots[i].t].Partitions[j.slots[i].p]

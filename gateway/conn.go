@@ -380,6 +380,13 @@ func (c *conn) runAppends(ctx context.Context, stopped chan struct{}) {
 // appendQueued appends the batches of jobs in one store call and answers each job in order.
 func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) (err error) {
 	defer c.recovered(&err)
+	defer func() {
+		// After a panic, too: registrations left would have fetches at the end of these partitions
+		// wait for appends that never finish.
+		for _, p := range jobs {
+			p.job.finish()
+		}
+	}()
 	var batches []*redisstore.Batch
 	for _, p := range jobs {
 		p.job.begin()

@@ -349,6 +349,7 @@ func TestPanicClosesTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.store = nil
+	g.tail.watch([]partKey{{"appender", 0}}) // so the append registers with the tail cache
 	client, served := servePipe(t, g)
 	if _, err := client.Write(produceFrame(t, 1)); err != nil {
 		t.Fatal(err)
@@ -360,6 +361,11 @@ func TestPanicClosesTheConnection(t *testing.T) {
 	}
 	if _, err := client.Read(make([]byte, 1)); err == nil {
 		t.Fatal("an answer after the panic")
+	}
+	g.tail.mu.Lock()
+	defer g.tail.mu.Unlock()
+	if len(g.tail.inflight) != 0 {
+		t.Fatalf("tail cache registrations left after the panic: %v", g.tail.inflight)
 	}
 }
 
