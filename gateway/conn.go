@@ -159,8 +159,8 @@ func (c *conn) readBody(n int) (*[]byte, []byte, error) {
 		if err != nil {
 			return bufp, buf, err
 		}
-		if !c.stayOpen() {
-			return bufp, buf, errStopping
+		if len(buf) < n && !c.stayOpen() {
+			return bufp, buf, errStopping // a request read whole is answered; one cut short is not
 		}
 	}
 	return bufp, buf, nil

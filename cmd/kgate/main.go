@@ -124,7 +124,6 @@ func newLogger(c configs.Log) zerolog.Logger {
 	return log.Level(level).With().Timestamp().Logger()
 }
 
-// tailCacheBytes maps the setting (0 = off) to the gateway's (0 = its default, negative = off).
 // neverIfZero maps a configured 0 ("never") to the gateway's negative "never" (its 0 is the default).
 func neverIfZero(d time.Duration) time.Duration {
 	if d == 0 {
@@ -133,6 +132,7 @@ func neverIfZero(d time.Duration) time.Duration {
 	return d
 }
 
+// tailCacheBytes maps the setting (0 = off) to the gateway's (0 = its default, negative = off).
 func tailCacheBytes(n int64) int64 {
 	if n == 0 {
 		return -1
