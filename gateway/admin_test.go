@@ -19,7 +19,7 @@ import (
 func TestReadyzFencedGateway(t *testing.T) {
 	m := startMiniredis(t)
 	store := openStoreAt(t, m.Addr(), redisstore.Options{})
-	g := serveOn(t, store, Config{HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: 300 * time.Millisecond})
+	g, _ := serveOn(t, store, Config{HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: 300 * time.Millisecond})
 	readyz := func() (int, string) {
 		rec := httptest.NewRecorder()
 		g.readyz(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
@@ -40,7 +40,7 @@ func TestReadyzFencedGateway(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
-	waitUntil(t, 10*time.Second, "/readyz to answer 503 while fenced", func() bool {
+	waitFor(t, 10*time.Second, "/readyz to answer 503 while fenced", func() bool {
 		code, _ := readyz()
 		return code == http.StatusServiceUnavailable
 	})
@@ -50,7 +50,7 @@ func TestReadyzFencedGateway(t *testing.T) {
 
 	stop()
 	wg.Wait()
-	waitUntil(t, 10*time.Second, "/readyz to answer 200 with the registration back", func() bool {
+	waitFor(t, 10*time.Second, "/readyz to answer 200 with the registration back", func() bool {
 		code, _ := readyz()
 		return code == http.StatusOK
 	})

@@ -110,15 +110,15 @@ func TestFenceBeforePeersTakeOver(t *testing.T) {
 		}
 	})
 
-	g := serveOn(t, store, Config{NodeID: 1, HeartbeatInterval: hb, NodeTimeout: nodeTimeout})
+	g, _ := serveOn(t, store, Config{NodeID: 1, HeartbeatInterval: hb, NodeTimeout: nodeTimeout})
 	group := groupOn([]int32{1, 2}, 0)
-	waitUntil(t, 10*time.Second, "node 1 to coordinate "+group, func() bool { return g.notCoordinator(group) == 0 })
+	waitFor(t, 10*time.Second, "node 1 to coordinate "+group, func() bool { return g.notCoordinator(group) == 0 })
 
 	p.frozen.Store(true)
 	// Sampled as a peer decides: node 1's heartbeat older than the node timeout by Redis's clock. Each
 	// check of node 1 follows the read that found it down, so it must already have stopped.
 	down := 0
-	waitUntil(t, 10*time.Second, "Redis to consider node 1 down", func() bool {
+	waitFor(t, 10*time.Second, "Redis to consider node 1 down", func() bool {
 		regs, now, err := peers.Gateways(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +137,7 @@ func TestFenceBeforePeersTakeOver(t *testing.T) {
 	})
 
 	p.frozen.Store(false)
-	waitUntil(t, 10*time.Second, "node 1 to coordinate "+group+" again", func() bool { return g.notCoordinator(group) == 0 })
+	waitFor(t, 10*time.Second, "node 1 to coordinate "+group+" again", func() bool { return g.notCoordinator(group) == 0 })
 }
 
 // TestTopologyRefreshWhileGatewaysKeyUnreachable: the Redis Cluster slot map is reloaded every
@@ -160,7 +160,7 @@ func TestTopologyRefreshWhileGatewaysKeyUnreachable(t *testing.T) {
 	// A reload already under way when the stall began may still finish (go-redis runs at most one
 	// more after it); later ones come from refreshes made while the membership loop waits.
 	base := p.slots.Load()
-	waitUntil(t, 4*time.Second, "slot map reloads while the gateways key does not answer", func() bool {
+	waitFor(t, 4*time.Second, "slot map reloads while the gateways key does not answer", func() bool {
 		return p.slots.Load() >= base+5
 	})
 }

@@ -296,11 +296,7 @@ func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
 		}
 	}()
 	// The appends come once the fetch waits (its arrival taken and its first read done).
-	for deadline := time.Now().Add(10 * time.Second); !fetchWaiting(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the fetch never waited")
-		}
-	}
+	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
 
 	// This gateway's append, as produce makes it, but without its wake-up ...
 	a := batch()

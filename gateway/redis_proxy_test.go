@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,64 +10,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/rs/zerolog"
-
-	"github.com/kgate/kgate/redisstore"
 )
-
-// startMiniredis starts a miniredis on 127.0.0.1, closed at cleanup.
-func startMiniredis(t *testing.T) *miniredis.Miniredis {
-	t.Helper()
-	m := miniredis.NewMiniRedis()
-	if err := m.StartAddr("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	return m
-}
-
-// openStoreAt opens a store on the Redis at addr, closed at cleanup.
-func openStoreAt(t *testing.T, addr string, o redisstore.Options) *redisstore.Store {
-	t.Helper()
-	o.Addrs = []string{addr}
-	s, err := redisstore.Open(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// serveOn runs a gateway with cfg on store until the test ends and returns it once it serves.
-func serveOn(t *testing.T, store *redisstore.Store, cfg Config) *Gateway {
-	t.Helper()
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
-	g := New(cfg, store, zerolog.Nop())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	return g
-}
 
 // redisProxy stands between a store and a Redis. Frozen, it forwards nothing more, either way, on any
 // connection, and leaves new ones unanswered (a network partition). With a stall key, a connection
 // that sends a command naming that key forwards nothing more (a Redis Cluster master that holds the
-// key and stopped answering). It answers CLUSTER SLOTS itself, naming itself as the master of every
-// slot, so that a cluster client keeps going through it, and counts those answers.
+// key and stopped answering). Held (hold), it forwards commands but keeps Redis's replies until
+// release (commands applied, their answers late). It answers CLUSTER SLOTS itself, naming itself as
+// the master of every slot, so that a cluster client keeps going through it, and counts those
+// answers. Everything it started stops at cleanup.
 type redisProxy struct {
 	ln       net.Listener
 	target   string
@@ -77,6 +27,12 @@ type redisProxy struct {
 	slots    atomic.Int64  // CLUSTER SLOTS answered
 	stalled  chan struct{} // closed at the first command held back for the stall key
 	stallOne sync.Once
+
+	mu     sync.Mutex
+	gate   chan struct{} // nil: replies pass; otherwise closed by release
+	conns  []net.Conn
+	closed bool // at cleanup: connections accepted later are closed at once
+	wg     sync.WaitGroup
 }
 
 func startRedisProxy(t *testing.T, target string) *redisProxy {
@@ -87,32 +43,28 @@ func startRedisProxy(t *testing.T, target string) *redisProxy {
 	}
 	p := &redisProxy{ln: ln, target: target, stalled: make(chan struct{})}
 	p.stallKey.Store("")
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
 	t.Cleanup(func() {
+		p.release()
 		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
+		p.mu.Lock()
+		p.closed = true
+		for _, c := range p.conns {
 			c.Close()
 		}
-		mu.Unlock()
+		p.mu.Unlock()
+		p.wg.Wait()
 	})
-	go func() {
+	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			track(c)
+			if !p.track(c) {
+				return
+			}
 			if p.frozen.Load() {
-				go io.Copy(io.Discard, c)
+				p.wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
 				continue
 			}
 			up, err := net.Dial("tcp", target)
@@ -120,11 +72,44 @@ func startRedisProxy(t *testing.T, target string) *redisProxy {
 				c.Close()
 				continue
 			}
-			track(up)
-			go p.serve(c, up)
+			if !p.track(up) {
+				return
+			}
+			p.wg.Go(func() { p.serve(c, up) })
 		}
-	}()
+	})
 	return p
+}
+
+// track keeps c to close at cleanup, or closes it when cleanup has begun.
+func (p *redisProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.conns = append(p.conns, c)
+	return true
+}
+
+// hold keeps Redis's replies in the proxy from now on, until release.
+func (p *redisProxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		p.gate = make(chan struct{})
+	}
+}
+
+// release lets the replies held, and those to come, through.
+func (p *redisProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
 }
 
 // addr is the address to open a store at.
@@ -140,10 +125,18 @@ func (p *redisProxy) serve(c, up net.Conn) {
 		wmu  sync.Mutex // the upstream's replies and the proxy's own answers
 		dead atomic.Bool
 	)
-	go func() {
+	p.wg.Go(func() {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := up.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				gate := p.gate
+				p.mu.Unlock()
+				if gate != nil {
+					<-gate
+				}
+			}
 			if n > 0 && !dead.Load() && !p.frozen.Load() {
 				wmu.Lock()
 				_, werr := c.Write(buf[:n])
@@ -157,7 +150,7 @@ func (p *redisProxy) serve(c, up net.Conn) {
 				return
 			}
 		}
-	}()
+	})
 	r := bufio.NewReader(c)
 	for {
 		raw, args, err := readRESPCommand(r)
@@ -243,14 +236,4 @@ func readRESPCommand(r *bufio.Reader) ([]byte, []string, error) {
 		args = append(args, string(body[:size]))
 	}
 	return raw, args, nil
-}
-
-// waitUntil polls cond until it holds, failing the test after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-	}
 }

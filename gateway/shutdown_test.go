@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,95 +18,6 @@ import (
 	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/redisstore"
 )
-
-// replyHoldProxy forwards TCP connections to a Redis server; while held (hold), Redis's replies wait
-// in it until release. Everything it started stops at cleanup.
-type replyHoldProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	gate  chan struct{} // nil: replies pass; otherwise closed by release
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func startReplyHoldProxy(t *testing.T, redisAddr string) *replyHoldProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &replyHoldProxy{ln: ln}
-	p.wg.Go(func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("tcp", redisAddr)
-			if err != nil {
-				client.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, client, server)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(server, client, false) })
-			p.wg.Go(func() { p.pipe(client, server, true) })
-		}
-	})
-	t.Cleanup(func() {
-		p.release()
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *replyHoldProxy) pipe(dst, src net.Conn, replies bool) {
-	defer dst.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if replies {
-				p.mu.Lock()
-				gate := p.gate
-				p.mu.Unlock()
-				if gate != nil {
-					<-gate
-				}
-			}
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *replyHoldProxy) hold() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.gate == nil {
-		p.gate = make(chan struct{})
-	}
-}
-
-func (p *replyHoldProxy) release() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.gate != nil {
-		close(p.gate)
-		p.gate = nil
-	}
-}
 
 // shutdownStore is an embedded store, closed at cleanup.
 func shutdownStore(t *testing.T) *redisstore.Store {
@@ -120,41 +30,6 @@ func shutdownStore(t *testing.T) *redisstore.Store {
 	return s
 }
 
-// serveShutdownGateway serves a gateway with cfg (on 127.0.0.1:0) over store; stop starts its
-// shutdown and returns once Serve has.
-func serveShutdownGateway(t *testing.T, cfg Config, store *redisstore.Store) (g *Gateway, stop context.CancelFunc) {
-	t.Helper()
-	cfg.Listen = "127.0.0.1:0"
-	g = New(cfg, store, zerolog.Nop())
-	return g, startServing(t, g)
-}
-
-// startServing runs g.Serve (which listens unless g already does) until the returned cancel (or the
-// test's end), which waits for Serve.
-func startServing(t *testing.T, g *Gateway) context.CancelFunc {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("Serve: %v", err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 // dialShutdownGateway connects to g's Kafka listener; the connection is closed at cleanup.
 func dialShutdownGateway(t *testing.T, g *Gateway) net.Conn {
 	t.Helper()
@@ -164,16 +39,6 @@ func dialShutdownGateway(t *testing.T, g *Gateway) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after 10 s", what)
-		}
-	}
 }
 
 // expectClosed checks the gateway ends c after its last answer rather than answering more, and
@@ -197,7 +62,7 @@ func shuttingDown(t *testing.T, g *Gateway, stop context.CancelFunc) chan struct
 		defer close(stopped)
 		stop()
 	}()
-	waitFor(t, "the listener to close", func() bool {
+	waitFor(t, 10*time.Second, "the listener to close", func() bool {
 		c, err := net.Dial("tcp", g.Addr().String())
 		if err == nil {
 			c.Close()
@@ -212,27 +77,15 @@ func shuttingDown(t *testing.T, g *Gateway, stop context.CancelFunc) chan struct
 // producer without idempotence then stored the record twice retrying elsewhere); the connection
 // closes after the answer.
 func TestShutdownAnswersProduceInFlight(t *testing.T) {
-	m := miniredis.NewMiniRedis()
-	if err := m.StartAddr("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	proxy := startReplyHoldProxy(t, m.Addr())
+	m := startMiniredis(t)
+	proxy := startRedisProxy(t, m.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	open := func(addr string) *redisstore.Store {
-		s, err := redisstore.Open(ctx, redisstore.Options{Addrs: []string{addr}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	direct := open(m.Addr())
+	direct := openStoreAt(t, m.Addr(), redisstore.Options{})
 	if err := direct.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	g, stop := serveShutdownGateway(t, Config{}, open(proxy.ln.Addr().String()))
+	g, stop := serveOn(t, openStoreAt(t, proxy.addr(), redisstore.Options{}), Config{})
 	c := dialShutdownGateway(t, g)
 	produce(t, c, 1, 0)
 
@@ -240,7 +93,7 @@ func TestShutdownAnswersProduceInFlight(t *testing.T) {
 	if _, err := c.Write(produceFrame(t, 2)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the append to reach Redis", func() bool {
+	waitFor(t, 10*time.Second, "the append to reach Redis", func() bool {
 		offs, err := direct.PartitionOffsets(ctx, "appender", []int32{0})
 		return err == nil && offs[0].End == 2
 	})
@@ -268,14 +121,14 @@ func TestShutdownCutsLongPollShort(t *testing.T) {
 	if err := store.CreateTopic(context.Background(), redisstore.Topic{Name: "polled", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	g, stop := serveShutdownGateway(t, Config{}, store)
+	g, stop := serveOn(t, store, Config{})
 	c := dialShutdownGateway(t, g)
 	req := fetchRequest("polled", 0, 0, 1<<20, 1<<20)
 	req.MaxWaitMillis = 10 * 60 * 1000 // far beyond the test's deadlines
 	if _, err := c.Write(requestFrame(req, 7)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the fetch to long-poll", fetchWaiting)
+	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
 	stopped := shuttingDown(t, g, stop)
 
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -295,7 +148,7 @@ func TestShutdownCutsLongPollShort(t *testing.T) {
 // TestShutdownAnswersParkedJoin: a JoinGroup parked in its rebalance when shutdown begins is answered
 // NOT_COORDINATOR on its still open connection, so the member looks for the group's next coordinator.
 func TestShutdownAnswersParkedJoin(t *testing.T) {
-	g, stop := serveShutdownGateway(t, Config{Groups: coordinator.Config{InitialRebalanceDelay: 10 * time.Minute}}, shutdownStore(t))
+	g, stop := serveOn(t, shutdownStore(t), Config{Groups: coordinator.Config{InitialRebalanceDelay: 10 * time.Minute}})
 	c := dialShutdownGateway(t, g)
 	join := func(memberID string, corr int32) {
 		req := kmsg.NewPtrJoinGroupRequest()
@@ -328,7 +181,7 @@ func TestShutdownAnswersParkedJoin(t *testing.T) {
 		t.Fatalf("first join: error %d, want MEMBER_ID_REQUIRED", first.ErrorCode)
 	}
 	join(first.MemberID, 2) // parks for the initial rebalance delay
-	waitFor(t, "the join to park", func() bool {
+	waitFor(t, 10*time.Second, "the join to park", func() bool {
 		info, ok := g.coord.Describe(context.Background(), "parked")
 		return ok && len(info.Members) == 1
 	})
@@ -391,7 +244,7 @@ func TestShutdownAnswerSurvivesUnreadRequest(t *testing.T) {
 	}
 	t.Cleanup(func() { forgetSizing("large") })
 	appendValues(t, ctx, store, "large", 0, 200, 10<<10)
-	g, stop := serveShutdownGateway(t, Config{}, store)
+	g, stop := serveOn(t, store, Config{})
 	// A small receive buffer keeps most of the answer in the gateway's send buffer until it is read.
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
@@ -412,7 +265,7 @@ func TestShutdownAnswerSurvivesUnreadRequest(t *testing.T) {
 	if _, err := c.Write(requestFrame(req, 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the fetch to long-poll", fetchWaiting)
+	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
 	if _, err := c.Write(apiVersionsFrame(2)); err != nil {
 		t.Fatal(err)
 	}
