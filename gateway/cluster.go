@@ -90,29 +90,44 @@ func (g *Gateway) register(ctx context.Context) error {
 	return nil
 }
 
-// runMembership refreshes the heartbeat and the membership view until ctx is done, then marks this
-// gateway down so peers take over its groups at once.
+// runMembership refreshes the heartbeat and the membership view until shutdown begins (quit), then
+// marks this gateway down and returns. It does not wait for bgCtx, which ends only after the drain
+// (up to shutdownGrace): meanwhile peers would still send clients to this closed listener and keep
+// its groups from moving.
 func (g *Gateway) runMembership(ctx context.Context) {
 	g.goBackground(g.runTopologyRefresh)
 	t := time.NewTicker(g.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
+		// quit does not cancel a heartbeat in flight, which is waited for: cancelled, it could still
+		// reach Redis after the deregistration and bring the registration back.
 		select {
-		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if err := g.store.DeregisterGateway(dctx, g.registration()); err != nil {
-				g.log.Warn().Err(err).Msg("could not mark this gateway down in Redis")
-			}
-			cancel()
-			return
+		case <-g.quit:
+		case <-ctx.Done(): // bgCtx ends after quit, but with no connection to drain it may be seen first
 		case <-t.C:
+			g.heartbeat(ctx)
+			// A registration read that hangs must not hold up the next heartbeat.
+			rctx, cancel := context.WithTimeout(ctx, g.cfg.HeartbeatInterval)
+			g.refreshMembership(rctx)
+			cancel()
+			g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
+			continue
 		}
-		g.heartbeat(ctx)
-		// A registration read that hangs must not hold up the next heartbeat.
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.HeartbeatInterval)
-		g.refreshMembership(rctx)
-		cancel()
-		g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
+		g.deregister()
+		return
+	}
+}
+
+// deregister ends this gateway's lease, then marks its registration down (unless another process
+// holds the node id now) so peers take over its groups at once. The lease ends first because peers
+// may take the groups as soon as they read the registration. It runs on a context of its own: bgCtx
+// may end meanwhile, once no connection is left.
+func (g *Gateway) deregister() {
+	g.nodes.resign()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := g.store.DeregisterGateway(ctx, g.registration()); err != nil {
+		g.log.Warn().Err(err).Msg("could not mark this gateway down in Redis")
 	}
 }
 

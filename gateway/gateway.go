@@ -359,13 +359,15 @@ const shutdownGrace = 5 * time.Second
 // abandoned (an append stored but not acknowledged makes a producer without idempotence store it
 // twice when it retries elsewhere):
 //
-//  1. the Kafka listener closes and readiness fails (closing); the admin server stops in parallel;
+//  1. the Kafka listener closes and readiness fails (closing); the admin server stops in parallel, and
+//     the membership loop stops heartbeating and marks this gateway down in Redis (runMembership), so
+//     peers stop sending clients here and take its groups over without waiting for the drain;
 //  2. connections read no further request, but what they have read is answered: queued produces are
 //     appended and acknowledged, a long-polling fetch answers with what it has, the coordinator
 //     answers parked joins and syncs NOT_COORDINATOR; each connection then closes (conn.lingerClose),
 //     and this lasts until all have, or shutdownGrace;
 //  3. the connections left are closed and bgCtx is cancelled, which ends their requests and the
-//     background loops (membership marks this gateway down).
+//     background loops.
 //
 // Requests (and admin handlers) run on bgCtx throughout, so nothing in flight fails only because
 // shutdown began.

@@ -115,6 +115,15 @@ func (m *membership) renew(until time.Time, holdFor time.Duration) {
 	}
 }
 
+// resign ends the lease at shutdown, before the registration is marked down; nothing renews it
+// afterwards (the membership loop has returned).
+func (m *membership) resign() {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.leaseUntil = now
+}
+
 // leaseEnd is when this gateway's lease ends (zero before the first registration).
 func (m *membership) leaseEnd() time.Time {
 	m.mu.RLock()

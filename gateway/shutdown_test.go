@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -283,4 +285,63 @@ func TestShutdownAnswerSurvivesUnreadRequest(t *testing.T) {
 	}
 	expectClosed(t, c)
 	<-stopped
+}
+
+// TestShutdownDeregistersAtOnce: shutdown marks the gateway down in Redis as it begins, not only once
+// its connections have drained (up to shutdownGrace later), during which peers sent clients to its
+// closed listener and kept its groups from moving. Here a client keeps its connection open, so the
+// drain lasts (lingerClose). Nothing registers the gateway again afterwards.
+func TestShutdownDeregistersAtOnce(t *testing.T) {
+	store := shutdownStore(t)
+	g, stop := serveOn(t, store, Config{HeartbeatInterval: 20 * time.Millisecond})
+	registration := func() redisstore.GatewayInfo {
+		t.Helper()
+		regs, _, err := store.Gateways(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range regs {
+			if r.NodeID == g.cfg.NodeID {
+				return r
+			}
+		}
+		t.Fatalf("node %d not registered", g.cfg.NodeID)
+		return redisstore.GatewayInfo{}
+	}
+	if r := registration(); r.Heartbeat == 0 {
+		t.Fatal("serving, the registration is marked down")
+	}
+	c := dialShutdownGateway(t, g)
+	if _, err := c.Write(apiVersionsFrame(1)); err != nil { // answered: the gateway tracks c
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	readResponse(t, c)
+
+	stopped := shuttingDown(t, g, stop)
+	waitFor(t, 10*time.Second, "the registration to be marked down", func() bool { return registration().Heartbeat == 0 })
+	// Then the membership loop has nothing left to do: once it has returned, nothing can bring the
+	// registration back.
+	waitFor(t, 10*time.Second, "the membership loop to return", func() bool {
+		return !running("github.com/kgate/kgate/gateway.(*Gateway).runMembership(")
+	})
+	if g.OpenConnections() != 1 || g.bgCtx.Err() != nil {
+		t.Fatalf("registration marked down with %d connections open, requests' context ended: %v; want 1 open, still running",
+			g.OpenConnections(), g.bgCtx.Err())
+	}
+	// Peers may take its groups over now: its lease ended first.
+	if g.nodes.isCoordinator("group") {
+		t.Fatal("marked down in Redis, the gateway still coordinates groups")
+	}
+	expectClosed(t, c) // ends the drain
+	<-stopped
+	if r := registration(); r.Heartbeat != 0 {
+		t.Fatalf("registration back after shutdown: heartbeat %d", r.Heartbeat)
+	}
+}
+
+// running reports whether some goroutine has fn (as a stack trace names it) on its stack.
+func running(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte(fn))
 }
