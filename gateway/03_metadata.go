@@ -142,26 +142,27 @@ func metadataRefused(req *kmsg.MetadataRequest, code int16) *kmsg.MetadataRespon
 	return resp
 }
 
-// autoCreateTopic creates name with the configured defaults; losing a race to another gateway is fine.
-// A name colliding with an existing topic on '.'/'_' is not created (redisstore.ErrUnknownTopic).
+// autoCreateTopic creates name, which the topic cache does not hold, with the configured defaults;
+// losing a race to another gateway is fine. A name colliding with a cached topic on '.'/'_' is not
+// created (redisstore.ErrUnknownTopic).
 func (g *Gateway) autoCreateTopic(ctx context.Context, name string) (redisstore.Topic, error) {
-	existing, err := g.topics.all(ctx)
+	collides, err := g.topics.collides(ctx, name)
 	if err != nil {
 		return redisstore.Topic{}, err
 	}
-	if t, ok := existing[name]; ok {
-		return t, nil // created meanwhile
-	}
-	if newDotCollisions(existing).collides(name) {
+	if collides {
 		g.log.Info().Str("topic", name).Msg("topic not auto-created: its name collides with an existing topic on '.' and '_'")
 		return redisstore.Topic{}, redisstore.ErrUnknownTopic
 	}
 	t := g.newTopic(name, g.cfg.DefaultPartitions, nil)
 	err = g.store.CreateTopic(ctx, t)
 	g.topics.invalidate()
-	if err != nil && !errors.Is(err, redisstore.ErrTopicExists) {
+	switch {
+	case errors.Is(err, redisstore.ErrTopicExists): // created meanwhile, through any gateway
+	case err != nil:
 		return redisstore.Topic{}, err
+	default:
+		g.log.Info().Str("topic", name).Int32("partitions", t.Partitions).Msg("topic auto-created")
 	}
-	g.log.Info().Str("topic", name).Int32("partitions", t.Partitions).Msg("topic auto-created")
 	return g.topics.get(ctx, name)
 }

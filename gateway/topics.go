@@ -25,9 +25,10 @@ type topicCache struct {
 	mu      sync.Mutex
 	byName  map[string]redisstore.Topic
 	byID    map[[16]byte]string
-	loaded  time.Time  // when the reload that read the view began
-	load    sync.Mutex // one reload at a time
-	reloads int        // under load: registry reads so far
+	dots    dotCollisions // byName's names by their '.'/'_' form (collides)
+	loaded  time.Time     // when the reload that read the view began
+	load    sync.Mutex    // one reload at a time
+	reloads int           // under load: registry reads so far
 	// tried is when the last reload began, and failed its error: lookups waiting for a reload while
 	// Redis is away share its failure instead of each waiting out a command timeout in turn.
 	tried  time.Time
@@ -70,9 +71,10 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	for n, t := range all {
 		byID[t.ID] = n
 	}
+	dots := newDotCollisions(all)
 	c.mu.Lock()
 	old := c.byName
-	c.byName, c.byID, c.loaded = all, byID, began
+	c.byName, c.byID, c.dots, c.loaded = all, byID, dots, began
 	c.mu.Unlock()
 	for name, t := range old {
 		if now, ok := all[name]; !ok || now.ID != t.ID {
@@ -122,6 +124,25 @@ func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, 
 		return t, nil
 	}
 	return redisstore.Topic{}, redisstore.ErrUnknownTopic
+}
+
+// collides reports whether name, which the cache does not hold, collides on '.'/'_' with a topic it
+// holds. It reads the cached view, reloaded only when stale or invalidated: Metadata asks it for each
+// unknown name, which clients retry every backoff, and a full reload each time would defeat
+// missReloadGap. Like get, it can miss a topic another gateway created since the view was read.
+func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
+	asked := time.Now()
+	c.mu.Lock()
+	fresh := c.fresh()
+	c.mu.Unlock()
+	if !fresh {
+		if err := c.refreshSince(ctx, asked); err != nil {
+			return false, err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dots.collides(name), nil
 }
 
 // all returns a fresh copy of the registry.
