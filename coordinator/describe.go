@@ -70,6 +70,9 @@ func (c *Coordinator) Describe(ctx context.Context, groupID string) (GroupInfo, 
 func (c *Coordinator) List(ctx context.Context) []GroupInfo {
 	var out []GroupInfo
 	for _, g := range c.snapshot() {
+		if ctx.Err() != nil {
+			return out // a select below would pick an ended context only at random
+		}
 		reply := make(chan GroupInfo, 1)
 		select {
 		case g.in <- func() { reply <- g.describe(false) }:
