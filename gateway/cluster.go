@@ -169,14 +169,19 @@ func (g *Gateway) heartbeat(ctx context.Context) {
 // from the membership loop: that loop can wait on an unreachable master that holds the gateways key,
 // and a replica promoted meanwhile must still be found within an interval (Store.RefreshTopology).
 func (g *Gateway) runTopologyRefresh(ctx context.Context) {
-	t := time.NewTicker(g.cfg.HeartbeatInterval)
+	every(ctx, g.cfg.HeartbeatInterval, func() { g.store.RefreshTopology(ctx) })
+}
+
+// every runs fn each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			g.store.RefreshTopology(ctx)
+			fn()
 		}
 	}
 }

@@ -11,16 +11,7 @@ import (
 // work is spread and not repeated. Apache deletes whole segments, so it keeps some older records for a
 // while; kgate deletes record by record and keeps none.
 func (g *Gateway) runRetention(ctx context.Context) {
-	t := time.NewTicker(g.cfg.RetentionCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		g.enforceRetention(ctx, time.Now())
-	}
+	every(ctx, g.cfg.RetentionCheckInterval, func() { g.enforceRetention(ctx, time.Now()) })
 }
 
 // afterRetentionScan, set by tests, runs between a partition's scan and its trim.

@@ -133,14 +133,8 @@ func TestShutdownCutsLongPollShort(t *testing.T) {
 	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
 	stopped := shuttingDown(t, g, stop)
 
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	corr, body := readResponse(t, c)
-	resp := kmsg.NewPtrFetchResponse()
-	resp.Version = req.Version
-	if err := resp.ReadFrom(body[1:]); err != nil {
-		t.Fatalf("decode fetch response: %v", err)
-	}
-	if sp := resp.Topics[0].Partitions[0]; corr != 7 || sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 || sp.HighWatermark != 0 {
+	corr, sp := readFetchAnswer(t, c, req.Version)
+	if corr != 7 || sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 || sp.HighWatermark != 0 {
 		t.Fatalf("answer %d: error %d, %d record bytes, high watermark %d; want 7: 0, 0, 0", corr, sp.ErrorCode, len(sp.RecordBatches), sp.HighWatermark)
 	}
 	expectClosed(t, c)
@@ -273,14 +267,8 @@ func TestShutdownAnswerSurvivesUnreadRequest(t *testing.T) {
 	}
 	stopped := shuttingDown(t, g, stop)
 
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	corr, body := readResponse(t, c)
-	resp := kmsg.NewPtrFetchResponse()
-	resp.Version = req.Version
-	if err := resp.ReadFrom(body[1:]); err != nil {
-		t.Fatalf("decode fetch response: %v", err)
-	}
-	if sp := resp.Topics[0].Partitions[0]; corr != 1 || sp.ErrorCode != 0 || len(sp.RecordBatches) < 1<<20 {
+	corr, sp := readFetchAnswer(t, c, req.Version)
+	if corr != 1 || sp.ErrorCode != 0 || len(sp.RecordBatches) < 1<<20 {
 		t.Fatalf("answer %d: error %d, %d record bytes; want 1: 0, at least 1 MiB", corr, sp.ErrorCode, len(sp.RecordBatches))
 	}
 	expectClosed(t, c)
@@ -344,4 +332,18 @@ func TestShutdownDeregistersAtOnce(t *testing.T) {
 func running(fn string) bool {
 	buf := make([]byte, 1<<20)
 	return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte(fn))
+}
+
+// readFetchAnswer reads a fetch response (a flexible version) within 10 s: its correlation id and its
+// first partition.
+func readFetchAnswer(t *testing.T, c net.Conn, version int16) (int32, kmsg.FetchResponseTopicPartition) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	corr, body := readResponse(t, c)
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = version
+	if err := resp.ReadFrom(body[1:]); err != nil { // after the flexible header's tags
+		t.Fatalf("decode fetch response: %v", err)
+	}
+	return corr, resp.Topics[0].Partitions[0]
 }
