@@ -98,7 +98,14 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		ev = ev.Str("admin", a.String())
 	}
 	ev.Msg("kgate serving")
-	return g.Serve(ctx)
+	context.AfterFunc(ctx, func() {
+		log.Info().Msg("shutting down: answering the requests read, then closing (a second signal ends at once)")
+	})
+	if err := g.Serve(ctx); err != nil {
+		return err
+	}
+	log.Info().Msg("kgate stopped")
+	return nil
 }
 
 // signalContext is done at the first SIGINT or SIGTERM, which starts the gateway's graceful shutdown.
