@@ -258,8 +258,8 @@ type fetchRead struct {
 	// partial: the answer came from the read-ahead or this gateway's own appends, not from Redis now,
 	// so records already in Redis may be missing from it.
 	partial bool
-	// short: a partition's read took every entry it asked for, within its byte limits, and the
-	// partition holds more (its read was sized for larger records than it found).
+	// short: a partition's read took every entry it asked for, within its byte limits, the partition
+	// holds more, and a read sized by what this one found would ask for more entries.
 	short bool
 }
 
@@ -333,8 +333,9 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		p.more = p.next < r.End
 		if !p.more {
 			atEnd = append(atEnd, p.key)
-		} else if n > 0 && n == len(r.Records) && len(sp.RecordBatches) < limit {
-			rd.short = true
+		} else if n > 0 && n == len(r.Records) && len(sp.RecordBatches) < limit &&
+			p.sizing.count(int64(p.maxBytes)) > reqs[i].Count {
+			rd.short = true // a read now, sized by what this one found, asks for more
 		}
 		rd.bytes += len(sp.RecordBatches)
 		budget -= len(sp.RecordBatches)

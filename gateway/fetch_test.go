@@ -522,3 +522,34 @@ func TestFetchFirstReadBelowMinBytes(t *testing.T) {
 		t.Fatalf("error %d, %d bytes after %v; want 64 KiB at once from a 200 KB backlog", sp.ErrorCode, len(sp.RecordBatches), took)
 	}
 }
+
+// A read held back by its entry count counts as short (read again at once when below min_bytes) only
+// while a read sized by what it found would ask for more: at the most entries a read takes, tiny
+// records leave it short of a large min_bytes every time, and reading the same entries again gains
+// nothing.
+func TestFetchShortOnlyWhenMoreCanBeRead(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const topic = "short-at-max-count"
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topic, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, ctx, store, topic, 0, 3*maxReadCount, 10)
+	c := fetchConn(t, g)
+	read := func() fetchRead {
+		p := sizingPart(t, topic, 0, 1<<20)
+		p.resp = &kmsg.FetchResponseTopicPartition{}
+		var bufs []*[]byte
+		arrival := uint64(0)
+		rd := c.readFetch(ctx, []fetchPart{p}, 50<<20, &bufs, false, &arrival)
+		for _, bp := range bufs {
+			putBuf(bp, *bp)
+		}
+		return rd
+	}
+	if rd := read(); !rd.short || rd.failed {
+		t.Fatalf("first read (32 entries, sized for large records): %+v, want short", rd)
+	}
+	if rd := read(); rd.short || rd.failed || rd.bytes == 0 {
+		t.Fatalf("read of %d entries, the most a read takes: %+v, want not short", maxReadCount, rd)
+	}
+}
