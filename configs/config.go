@@ -82,7 +82,7 @@ type Topics struct {
 
 // Groups holds the consumer-group coordinator settings.
 type Groups struct {
-	InitialRebalanceDelay time.Duration `koanf:"initial_rebalance_delay" help:"wait for more members before the first rebalance of an empty group"`
+	InitialRebalanceDelay time.Duration `koanf:"initial_rebalance_delay" help:"wait for more members before the first rebalance of an empty group; 0 = none"`
 	MinSessionTimeout     time.Duration `koanf:"min_session_timeout" help:"smallest session timeout a member may ask for"`
 	MaxSessionTimeout     time.Duration `koanf:"max_session_timeout" help:"largest session timeout a member may ask for"`
 }
@@ -277,7 +277,7 @@ func (c Config) Validate() error {
 	}
 
 	if c.Groups.InitialRebalanceDelay < 0 {
-		add(keyErr("groups.initial_rebalance_delay", "must be >= 0, got %v", c.Groups.InitialRebalanceDelay))
+		add(keyErr("groups.initial_rebalance_delay", "must be >= 0 (0 = none), got %v", c.Groups.InitialRebalanceDelay))
 	}
 	positive("groups.min_session_timeout", c.Groups.MinSessionTimeout)
 	if c.Groups.MaxSessionTimeout < c.Groups.MinSessionTimeout {

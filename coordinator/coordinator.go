@@ -108,6 +108,9 @@ func New(cfg Config) *Coordinator {
 	return c
 }
 
+// Config is the configuration in effect, defaults filled in.
+func (c *Coordinator) Config() Config { return c.cfg }
+
 // Close stops every group, answers their parked JoinGroup/SyncGroup requests
 // with NOT_COORDINATOR and waits for the group goroutines to exit. Later calls
 // get COORDINATOR_NOT_AVAILABLE. Close is idempotent.

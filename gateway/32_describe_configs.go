@@ -93,12 +93,13 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 
 // brokerConfigs are the broker-level settings a client or tool may ask about.
 func (g *Gateway) brokerConfigs() [][2]string {
+	groups := g.coord.Config() // what the coordinator applies, defaults filled in
 	return [][2]string{
 		{"auto.create.topics.enable", strconv.FormatBool(g.cfg.AutoCreateTopics)},
 		{"broker.id", strconv.Itoa(int(g.cfg.NodeID))},
-		{"group.initial.rebalance.delay.ms", strconv.FormatInt(g.cfg.Groups.InitialRebalanceDelay.Milliseconds(), 10)},
-		{"group.max.session.timeout.ms", strconv.FormatInt(g.cfg.Groups.MaxSessionTimeout.Milliseconds(), 10)},
-		{"group.min.session.timeout.ms", strconv.FormatInt(g.cfg.Groups.MinSessionTimeout.Milliseconds(), 10)},
+		{"group.initial.rebalance.delay.ms", strconv.FormatInt(groups.InitialRebalanceDelay.Milliseconds(), 10)},
+		{"group.max.session.timeout.ms", strconv.FormatInt(groups.MaxSessionTimeout.Milliseconds(), 10)},
+		{"group.min.session.timeout.ms", strconv.FormatInt(groups.MinSessionTimeout.Milliseconds(), 10)},
 		{"log.retention.bytes", strconv.FormatInt(g.cfg.DefaultRetentionBytes, 10)},
 		{"log.retention.ms", strconv.FormatInt(g.cfg.DefaultRetentionMs, 10)},
 		{"message.max.bytes", strconv.Itoa(int(g.cfg.MaxMessageBytes))},

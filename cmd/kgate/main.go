@@ -84,11 +84,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		Peers:                 gpeers,
 		LagMetrics:            cfg.Metrics.LagEnabled,
 		LagMaxSeries:          cfg.Metrics.LagMaxSeries,
-		Groups: coordinator.Config{
-			InitialRebalanceDelay: cfg.Groups.InitialRebalanceDelay,
-			MinSessionTimeout:     cfg.Groups.MinSessionTimeout,
-			MaxSessionTimeout:     cfg.Groups.MaxSessionTimeout,
-		},
+		Groups:                groupsConfig(cfg.Groups),
 	}, store, log)
 	if err := g.Listen(ctx); err != nil {
 		return err
@@ -131,7 +127,17 @@ func newLogger(c configs.Log) zerolog.Logger {
 	return log.Level(level).With().Timestamp().Logger()
 }
 
-// neverIfZero maps a configured 0 ("never") to the gateway's negative "never" (its 0 is the default).
+// groupsConfig is the coordinator's configuration from the groups settings; an initial rebalance
+// delay of 0 means none (the coordinator's 0 is its default).
+func groupsConfig(c configs.Groups) coordinator.Config {
+	return coordinator.Config{
+		InitialRebalanceDelay: neverIfZero(c.InitialRebalanceDelay),
+		MinSessionTimeout:     c.MinSessionTimeout,
+		MaxSessionTimeout:     c.MaxSessionTimeout,
+	}
+}
+
+// neverIfZero maps a configured 0 ("never", "none") to the gateway's negative one (its 0 is the default).
 func neverIfZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

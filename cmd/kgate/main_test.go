@@ -7,6 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kgate/kgate/configs"
+	"github.com/kgate/kgate/coordinator"
 )
 
 // TestSecondSignalKills: the first SIGTERM starts the graceful shutdown (signalContext is done); a
@@ -35,5 +38,19 @@ func TestSecondSignalKills(t *testing.T) {
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Fatalf("child: %v, want killed by SIGTERM; output:\n%s", err, out)
+	}
+}
+
+// A configured initial rebalance delay of 0 means none: the coordinator gets a negative delay (its 0
+// is its 3 s default), which it applies as no delay at all.
+func TestInitialRebalanceDelayZeroIsNone(t *testing.T) {
+	groups := configs.Default().Groups
+	groups.InitialRebalanceDelay = 0
+	if got := coordinator.New(groupsConfig(groups)).Config().InitialRebalanceDelay; got != 0 {
+		t.Fatalf("configured 0: the coordinator waits %v", got)
+	}
+	groups.InitialRebalanceDelay = 2 * time.Second
+	if got := coordinator.New(groupsConfig(groups)).Config().InitialRebalanceDelay; got != 2*time.Second {
+		t.Fatalf("configured 2s: the coordinator waits %v", got)
 	}
 }
