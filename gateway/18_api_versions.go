@@ -59,11 +59,22 @@ func unsupportedAPIVersions(int16) *kmsg.ApiVersionsResponse {
 	return resp
 }
 
+// advertisedProduceMin is the lowest Produce version ApiVersions lists, below the lowest served (3,
+// magic 2 batches; a request below that closes the connection, as on Apache 4.0). librdkafka decides
+// whether a broker takes gzip, snappy and lz4 batches from a Produce range reaching below 3, and
+// otherwise sends them uncompressed without a word; Apache 4.0 lists Produce 0-2 for the same reason
+// while refusing them. Clients pick the highest version both sides list, so no client asks for them
+// because of it.
+const advertisedProduceMin = 0
+
 func advertisedAPIs() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(supportedAPIs))
 	for k, a := range supportedAPIs {
 		ak := kmsg.NewApiVersionsResponseApiKey()
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, a.min, a.max
+		if k == produceKey {
+			ak.MinVersion = advertisedProduceMin
+		}
 		keys = append(keys, ak)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })

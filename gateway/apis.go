@@ -27,7 +27,10 @@ func handle[R kmsg.Request](fn func(*conn, context.Context, R) (kmsg.Response, e
 	}
 }
 
-const apiVersionsKey = 18
+const (
+	produceKey     = 0
+	apiVersionsKey = 18
+)
 
 // supportedAPIs is the one table of what kgate speaks: ApiVersions advertises it, the read loop checks
 // versions against it and dispatches through it. Floors are low on purpose: kafka-python, kafka-go and
