@@ -242,6 +242,17 @@ func (w *wireLog) versions(clientID string, key int16) []int16 {
 	return vs
 }
 
+// count returns how many requests of API key clientID sent, all versions together.
+func (w *wireLog) count(clientID string, key int16) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, c := range w.seen[clientID][key] {
+		n += c
+	}
+	return n
+}
+
 // String lists the API versions each client sent, one client a line: "client": key:vVERSION×COUNT ...
 func (w *wireLog) String() string {
 	w.mu.Lock()
