@@ -285,6 +285,8 @@ func TestListOffsets(t *testing.T) {
 				t.Fatalf("%s: %v", what, o.Err)
 			case o.Offset != offset || ts != 0 && o.Timestamp != ts:
 				t.Fatalf("%s: offset %d timestamp %d, want %d and %d", what, o.Offset, o.Timestamp, offset, ts)
+			case o.LeaderEpoch != -1:
+				t.Fatalf("%s: leader epoch %d, want -1 (none)", what, o.LeaderEpoch)
 			}
 		}
 		check := func(what string, lo kadm.ListedOffsets, err error, offset, ts int64) {

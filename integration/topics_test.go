@@ -317,6 +317,10 @@ func TestMetadataAutoCreateAndTopicIDs(t *testing.T) {
 		if len(resp.Brokers) == 0 || resp.Brokers[0].Port == 0 || resp.Topics[0].Partitions[0].Leader != resp.Brokers[0].NodeID {
 			t.Fatalf("metadata brokers %+v, leader %d", resp.Brokers, resp.Topics[0].Partitions[0].Leader)
 		}
+		// No leader epochs (-1): clients then skip KIP-320's epoch checks, as librdkafka expects.
+		if e := resp.Topics[0].Partitions[0].LeaderEpoch; e != -1 {
+			t.Fatalf("metadata leader epoch %d, want -1", e)
+		}
 
 		cr := mustCreateTopics(t, ctx, newAdmin(t, g), 3, nil, "ids")
 		var ids [][16]byte
