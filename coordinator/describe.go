@@ -155,6 +155,9 @@ func (g *group) describe(withMembers bool) GroupInfo {
 			subMeta := meta
 			if g.protocol == "" && len(m.protocols) > 0 {
 				subMeta = m.protocols[0].metadata // no protocol selected yet
+				// Apache knows a group's subscription only once a generation chose a protocol, and
+				// until then treats every topic as subscribed.
+				gi.SubscriptionUnknown = true
 			}
 			if ts, ok := subscribedTopics(subMeta); ok {
 				topics = append(topics, ts...)

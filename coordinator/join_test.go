@@ -418,3 +418,22 @@ func TestConsumerMetadataTolerated(t *testing.T) {
 		}
 	})
 }
+
+// Before its first generation chose a protocol, a group's subscription is unknown, as on Apache:
+// every topic counts as subscribed (OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC), not only those of
+// the members' first protocol. Once the generation completes, the chosen protocol's topics count.
+func TestSubscriptionUnknownBeforeFirstGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCoordinator(t, Config{InitialRebalanceDelay: time.Second})
+		cl := newClient(t, c, "g", "a", 5, "a")
+		joined := async(cl.join) // parked for the initial rebalance delay
+		blocked(t, joined)
+		if gi := describe(t, c, "g"); gi.Protocol != "" || !gi.SubscriptionUnknown || !gi.IsSubscribed("other") {
+			t.Errorf("during the first join: protocol %q, subscribed %v, unknown %v", gi.Protocol, gi.Subscribed, gi.SubscriptionUnknown)
+		}
+		wantCode(t, "join", (<-joined).ErrorCode, 0)
+		if gi := describe(t, c, "g"); gi.SubscriptionUnknown || gi.IsSubscribed("other") || !gi.IsSubscribed("a") {
+			t.Errorf("after the first generation: subscribed %v, unknown %v", gi.Subscribed, gi.SubscriptionUnknown)
+		}
+	})
+}
