@@ -28,8 +28,9 @@ type GroupInfo struct {
 	Members      []MemberInfo // in join order; nil from List
 	// Subscribed is the sorted union of the topics in the members' consumer
 	// protocol metadata (protocol type "consumer" only). Metadata that does not
-	// parse is skipped and sets SubscriptionUnknown: Apache then treats every
-	// topic as subscribed (OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC).
+	// parse is skipped and sets SubscriptionUnknown, as does a group whose first
+	// generation has not chosen a protocol yet: Apache then treats every topic
+	// as subscribed (OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC).
 	Subscribed          []string
 	SubscriptionUnknown bool
 }
