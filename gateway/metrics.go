@@ -261,7 +261,13 @@ var mCommits = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 func init() { metricsRegistry.MustRegister(mCommits) }
 
-func offsetsCommitted(group string, n int) { mCommits.WithLabelValues(group).Add(float64(n)) }
+// offsetsCommitted counts a group's commits; a group id that is no valid label value (not UTF-8:
+// Kafka group ids are any bytes) is not counted, rather than failing the commit.
+func offsetsCommitted(group string, n int) {
+	if c, err := mCommits.GetMetricWithLabelValues(group); err == nil {
+		c.Add(float64(n))
+	}
+}
 
 var (
 	mRedisLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -295,7 +301,8 @@ func observeRedis(cmd string, took time.Duration, err error) {
 func (g *Gateway) metricsHandler() http.Handler {
 	own := prometheus.NewRegistry()
 	own.MustRegister(groupCollector{g: g})
-	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, own}, promhttp.HandlerOpts{})
+	// A series that cannot be exported is left out and the rest served, not the scrape failed.
+	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, own}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 // groupCollector reports one gateway's group states and lag at scrape time.
@@ -341,9 +348,14 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 				dropped++
 				continue
 			}
-			series++
-			ch <- prometheus.MustNewConstMetric(descGroupLag, prometheus.GaugeValue, float64(o.Lag),
+			m, err := prometheus.NewConstMetric(descGroupLag, prometheus.GaugeValue, float64(o.Lag),
 				node, name, o.Topic, strconv.Itoa(int(o.Partition)))
+			if err != nil { // a group id that is no valid label value (not UTF-8)
+				dropped++
+				continue
+			}
+			series++
+			ch <- m
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descLagTruncated, prometheus.GaugeValue, float64(dropped), node)
