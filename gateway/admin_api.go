@@ -189,10 +189,13 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 		} else if remote, ok := g.remoteGroup(ctx, name); ok {
 			gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
 		}
-		if offs, err := g.groupOffsets(ctx, name, ""); err == nil {
-			for _, o := range offs {
-				gs.TotalLag += o.Lag
-			}
+		offs, err := g.groupOffsets(ctx, name, "")
+		if err != nil {
+			storeError(w, err) // a lag of 0 would look caught up
+			return
+		}
+		for _, o := range offs {
+			gs.TotalLag += o.Lag
 		}
 		out = append(out, gs)
 	}
@@ -234,6 +237,9 @@ type partitionOffset struct {
 	LogStartOffset  int64  `json:"logStartOffset"`
 	LogEndOffset    int64  `json:"logEndOffset"`
 	Lag             int64  `json:"lag"`
+	// UnknownTopic marks an offset committed for a topic that no longer exists (deleted, the group's
+	// offsets kept): its log offsets are -1 and its lag 0, left out of totals and metrics.
+	UnknownTopic bool `json:"unknownTopic,omitempty"`
 	// LastCommitTimestamp is epoch ms from the timestamp sidecar; null when it has no usable entry.
 	LastCommitTimestamp *int64 `json:"lastCommitTimestamp"`
 	// SidecarOffset is the offset the timestamp belongs to; when it differs from CommittedOffset a
@@ -263,9 +269,29 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 		out = append(out, po)
 	}
 	for topic, idx := range byTopic {
-		parts := make([]int32, len(idx))
-		for i, j := range idx {
-			parts[i] = out[j].Partition
+		t, err := g.topics.get(ctx, topic)
+		switch {
+		case errors.Is(err, redisstore.ErrUnknownTopic):
+			for _, j := range idx {
+				out[j].UnknownTopic = true
+			}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		parts := make([]int32, 0, len(idx))
+		var known []int
+		for _, j := range idx {
+			if out[j].Partition < t.Partitions {
+				parts = append(parts, out[j].Partition)
+				known = append(known, j)
+			} else {
+				out[j].UnknownTopic = true // a partition the topic created again under the name lacks
+			}
+		}
+		idx = known
+		if len(parts) == 0 {
+			continue
 		}
 		offs, err := g.store.PartitionOffsets(ctx, topic, parts)
 		if err != nil {
@@ -446,12 +472,15 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
+	committed, err := g.store.CommittedOffsets(ctx, group)
+	if err != nil {
+		storeError(w, err) // a shift from offsets not read would commit the wrong ones
+		return
+	}
 	prev := map[int32]int64{}
-	if committed, err := g.store.CommittedOffsets(ctx, group); err == nil {
-		for _, c := range committed {
-			if c.Topic == req.Topic {
-				prev[c.Partition] = c.Offset
-			}
+	for _, c := range committed {
+		if c.Topic == req.Topic {
+			prev[c.Partition] = c.Offset
 		}
 	}
 	results := make([]resetResult, len(parts))

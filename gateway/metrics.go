@@ -344,6 +344,9 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 			continue
 		}
 		for _, o := range offs {
+			if o.UnknownTopic {
+				continue
+			}
 			if series >= g.cfg.LagMaxSeries {
 				dropped++
 				continue

@@ -32,3 +32,51 @@ func TestMetricsWithNonUTF8Group(t *testing.T) {
 		t.Fatalf("scrape: %d\n%s", rec.Code, body)
 	}
 }
+
+// Offsets a group committed for a topic deleted since are marked unknownTopic, with log offsets -1
+// and no lag, and left out of the lag metrics; once the name is created again with fewer partitions,
+// those it has are read again and the others stay unknown.
+func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{LagMetrics: true, LagMaxSeries: 10})
+	created := func(partitions int32) {
+		t.Helper()
+		if err := store.CreateTopic(ctx, redisstore.Topic{Name: "gone", Partitions: partitions, Created: time.Now().UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		g.topics.invalidate()
+	}
+	created(2)
+	commits := []redisstore.OffsetCommit{{Topic: "gone", Partition: 0, Offset: 5000}, {Topic: "gone", Partition: 1, Offset: 7}}
+	if errs := store.CommitOffsets(ctx, "grp", commits, time.Now()); errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if err := g.deleteTopic(ctx, "gone", [16]byte{}); err != nil {
+		t.Fatal(err)
+	}
+	offs, err := g.groupOffsets(ctx, "grp", "")
+	if err != nil || len(offs) != 2 {
+		t.Fatalf("offsets: %v, %+v", err, offs)
+	}
+	for _, o := range offs {
+		if !o.UnknownTopic || o.LogEndOffset != -1 || o.Lag != 0 {
+			t.Errorf("deleted topic: %+v, want unknown with log offsets -1 and no lag", o)
+		}
+	}
+	rec := httptest.NewRecorder()
+	g.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if strings.Contains(rec.Body.String(), `topic="gone"`) {
+		t.Errorf("lag of the deleted topic exported:\n%s", rec.Body.String())
+	}
+
+	created(1)
+	offs, err = g.groupOffsets(ctx, "grp", "")
+	if err != nil || len(offs) != 2 {
+		t.Fatalf("offsets: %v, %+v", err, offs)
+	}
+	for _, o := range offs {
+		if unknown := o.Partition == 1; o.UnknownTopic != unknown || !unknown && o.LogEndOffset != 0 {
+			t.Errorf("topic created again with 1 partition: %+v", o)
+		}
+	}
+}
