@@ -99,5 +99,8 @@ func (g *Gateway) deleteTopic(ctx context.Context, name string, id [16]byte) err
 	}
 	g.topics.invalidate()
 	g.tail.forget(name)
+	if err == nil {
+		forgetTopicMetrics(name)
+	}
 	return err
 }

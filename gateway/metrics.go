@@ -88,6 +88,13 @@ func tailCacheOutcome(hit bool) {
 	}
 }
 
+// forgetTopicMetrics drops a deleted topic's series, so the process does not export every topic it
+// ever served.
+func forgetTopicMetrics(topic string) {
+	mProduced.DeleteLabelValues(topic)
+	mFetched.DeleteLabelValues(topic)
+}
+
 func recordsProduced(topic string, n int) { mProduced.WithLabelValues(topic).Add(float64(n)) }
 
 func recordsFetched(topic string, p *kmsg.FetchResponseTopicPartition) {

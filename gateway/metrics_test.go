@@ -80,3 +80,35 @@ func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
 		}
 	}
 }
+
+// A deleted topic's and a deleted group's series leave the metrics, so the process does not export
+// every topic and group it ever served.
+func TestMetricsForgetDeletedTopicsAndGroups(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "fleeting", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := store.CommitOffsets(ctx, "fleeting-group", []redisstore.OffsetCommit{{Topic: "fleeting", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	recordsProduced("fleeting", 1)
+	offsetsCommitted("fleeting-group", 1)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		g.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	if m := scrape(); !strings.Contains(m, `topic="fleeting"`) || !strings.Contains(m, `group="fleeting-group"`) {
+		t.Fatalf("series missing before the deletes:\n%s", m)
+	}
+	if err := g.deleteTopic(ctx, "fleeting", [16]byte{}); err != nil {
+		t.Fatal(err)
+	}
+	if code := g.deleteGroup(ctx, "fleeting-group"); code != 0 {
+		t.Fatalf("delete group: %d", code)
+	}
+	if m := scrape(); strings.Contains(m, `topic="fleeting"`) || strings.Contains(m, `group="fleeting-group"`) {
+		t.Fatalf("series left after the deletes:\n%s", m)
+	}
+}
