@@ -496,8 +496,9 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 			target = req.Value
 		case "shift":
 			base, ok := prev[p]
-			if !ok {
-				base = offs[i].Start
+			if !ok { // as Apache's kafka-consumer-groups --shift-by refuses
+				writeError(w, http.StatusBadRequest, "cannot shift partition "+strconv.Itoa(int(p))+": the group has no committed offset there")
+				return
 			}
 			switch {
 			case req.Value > 0 && base > math.MaxInt64-req.Value:

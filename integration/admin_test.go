@@ -514,6 +514,8 @@ func TestAdminResetOffsets(t *testing.T) {
 				}
 			}
 		}
+		// A shift needs a committed offset to shift from, as in Apache's tool.
+		admJSON(t, http.MethodPost, admOffsetsURL(g, "never-committed"), map[string]any{"topic": topic, "to": "shift", "value": 1}, http.StatusBadRequest, nil)
 		// The reset cleared the sidecar entries in Redis, not just in the answer.
 		_, sidecar, _ := g.Store.OffsetKeys(group)
 		if n, err := g.Store.Client().HLen(ctx, sidecar).Result(); err != nil || n != 0 {
