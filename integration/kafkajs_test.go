@@ -80,19 +80,7 @@ func TestKafkaJS(t *testing.T) {
 		const topic, group, parts, n = "kafkajs", "kafkajs-group", 3, 12
 		mustCreateTopics(t, ctx, adm, parts, nil, topic)
 
-		cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, node, "kafkajs_check.js", addr, topic, strconv.Itoa(n), group, "75000")
-		cmd.Dir = dir
-		cmd.WaitDelay = 5 * time.Second
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		start := time.Now()
-		runErr := cmd.Run()
-		t.Logf("kafkajs_check.js ran in %v", time.Since(start).Round(time.Millisecond))
-		if os.Getenv("KGATE_TEST_LOG") != "" {
-			t.Logf("kafkajs log:\n%s", stderr.String())
-		}
+		stdout, stderr, runErr := runClientCheck(t, ctx, dir, node, "kafkajs_check.js", addr, topic, strconv.Itoa(n), group, "75000")
 		var s kjsSummary
 		if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &s); err != nil || runErr != nil || !s.OK {
 			errText := "<none>"
@@ -194,6 +182,27 @@ func TestKafkaJS(t *testing.T) {
 }
 
 // tail returns the last n lines of s.
+// runClientCheck runs a client library's check script (a bounded 90 s; dir "" is the package's),
+// logging its run time, and its stderr when KGATE_TEST_LOG is set.
+func runClientCheck(t *testing.T, ctx context.Context, dir, interpreter, script string, args ...string) (stdout, stderr *bytes.Buffer, runErr error) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, interpreter, append([]string{script}, args...)...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	start := time.Now()
+	runErr = cmd.Run()
+	name := filepath.Base(script)
+	t.Logf("%s ran in %v", name, time.Since(start).Round(time.Millisecond))
+	if os.Getenv("KGATE_TEST_LOG") != "" {
+		t.Logf("%s log:\n%s", name, stderr.String())
+	}
+	return stdout, stderr, runErr
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

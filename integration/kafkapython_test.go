@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -89,18 +88,7 @@ func TestKafkaPython(t *testing.T) {
 		const per, mid = n / parts, n / parts / 2
 		mustCreateTopics(t, ctx, adm, parts, nil, topic)
 
-		cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, python, script, addr, topic, strconv.Itoa(parts), strconv.Itoa(n), group, "75")
-		cmd.WaitDelay = 5 * time.Second
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		start := time.Now()
-		runErr := cmd.Run()
-		t.Logf("kafka_python_check.py ran in %v", time.Since(start).Round(time.Millisecond))
-		if os.Getenv("KGATE_TEST_LOG") != "" {
-			t.Logf("kafka-python log:\n%s", stderr.String())
-		}
+		stdout, stderr, runErr := runClientCheck(t, ctx, "", python, script, addr, topic, strconv.Itoa(parts), strconv.Itoa(n), group, "75")
 		var s kpySummary
 		line, found := "", false
 		for l := range strings.Lines(stdout.String()) {
