@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -87,8 +88,8 @@ func groupOn(ids []int32, idx int) string {
 // redis.command_timeout is far above the node timeout); with Redis back it coordinates them again.
 func TestFenceBeforePeersTakeOver(t *testing.T) {
 	m := startMiniredis(t)
-	p := startRedisProxy(t, m.Addr())
-	store := openStoreAt(t, p.addr(), redisstore.Options{CommandTimeout: 30 * time.Second, DialTimeout: time.Second})
+	p := redistest.StartProxy(t, m.Addr())
+	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: 30 * time.Second, DialTimeout: time.Second})
 	peers := openStoreAt(t, m.Addr(), redisstore.Options{}) // Redis as node 2 sees it
 	const hb, nodeTimeout = 100 * time.Millisecond, 400 * time.Millisecond
 
@@ -114,7 +115,7 @@ func TestFenceBeforePeersTakeOver(t *testing.T) {
 	group := groupOn([]int32{1, 2}, 0)
 	waitFor(t, 10*time.Second, "node 1 to coordinate "+group, func() bool { return g.notCoordinator(group) == 0 })
 
-	p.frozen.Store(true)
+	p.Freeze(true)
 	// Sampled as a peer decides: node 1's heartbeat older than the node timeout by Redis's clock. Each
 	// check of node 1 follows the read that found it down, so it must already have stopped.
 	down := 0
@@ -136,7 +137,7 @@ func TestFenceBeforePeersTakeOver(t *testing.T) {
 		return down >= 20 // and for a while after
 	})
 
-	p.frozen.Store(false)
+	p.Freeze(false)
 	waitFor(t, 10*time.Second, "node 1 to coordinate "+group+" again", func() bool { return g.notCoordinator(group) == 0 })
 }
 
@@ -145,23 +146,23 @@ func TestFenceBeforePeersTakeOver(t *testing.T) {
 // loop waits on it), so a replica promoted meanwhile is found.
 func TestTopologyRefreshWhileGatewaysKeyUnreachable(t *testing.T) {
 	m := startMiniredis(t)
-	p := startRedisProxy(t, m.Addr())
+	p := redistest.StartProxy(t, m.Addr())
 	// Each heartbeat now waits a whole command timeout (the lease is longer): a refresh made in turn
 	// with the heartbeats would come once per such wait (twice that with the old code).
-	store := openStoreAt(t, p.addr(), redisstore.Options{Cluster: true, CommandTimeout: 3 * time.Second, DialTimeout: time.Second})
+	store := openStoreAt(t, p.Addr(), redisstore.Options{Cluster: true, CommandTimeout: 3 * time.Second, DialTimeout: time.Second})
 	serveOn(t, store, Config{HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: 20 * time.Second})
 
-	p.stall("kgate:gateways")
+	p.Stall("kgate:gateways")
 	select {
-	case <-p.stalled:
+	case <-p.Stalled():
 	case <-time.After(10 * time.Second):
 		t.Fatal("no command for the gateways key")
 	}
 	// A reload already under way when the stall began may still finish (go-redis runs at most one
 	// more after it); later ones come from refreshes made while the membership loop waits.
-	base := p.slots.Load()
+	base := p.SlotsAnswered()
 	waitFor(t, 4*time.Second, "slot map reloads while the gateways key does not answer", func() bool {
-		return p.slots.Load() >= base+5
+		return p.SlotsAnswered() >= base+5
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -80,18 +81,18 @@ func shuttingDown(t *testing.T, g *Gateway, stop context.CancelFunc) chan struct
 // closes after the answer.
 func TestShutdownAnswersProduceInFlight(t *testing.T) {
 	m := startMiniredis(t)
-	proxy := startRedisProxy(t, m.Addr())
+	proxy := redistest.StartProxy(t, m.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	direct := openStoreAt(t, m.Addr(), redisstore.Options{})
 	if err := direct.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	g, stop := serveOn(t, openStoreAt(t, proxy.addr(), redisstore.Options{}), Config{})
+	g, stop := serveOn(t, openStoreAt(t, proxy.Addr(), redisstore.Options{}), Config{})
 	c := dialShutdownGateway(t, g)
 	produce(t, c, 1, 0)
 
-	proxy.hold()
+	proxy.Hold()
 	if _, err := c.Write(produceFrame(t, 2)); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestShutdownAnswersProduceInFlight(t *testing.T) {
 		return err == nil && offs[0].End == 2
 	})
 	stopped := shuttingDown(t, g, stop)
-	proxy.release()
+	proxy.Release()
 
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	corr, body := readResponse(t, c)

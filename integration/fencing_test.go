@@ -2,11 +2,7 @@ package integration
 
 import (
 	"hash/fnv"
-	"io"
-	"net"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,76 +58,6 @@ func TestGatewayFencesItselfWithoutRedis(t *testing.T) {
 	waitFor(t, 10*time.Second, "the gateway to coordinate again", func() bool { return find() == 0 })
 }
 
-// blackhole is a TCP proxy that, while frozen, forwards nothing either way and leaves new connections
-// unanswered: a network partition between one gateway and Redis.
-type blackhole struct {
-	ln     net.Listener
-	frozen atomic.Bool
-}
-
-func newBlackhole(t *testing.T, target string) *blackhole {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &blackhole{ln: ln}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	pipe := func(from, to net.Conn) {
-		defer from.Close()
-		defer to.Close()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := from.Read(buf)
-			if n > 0 && !b.frozen.Load() {
-				if _, werr := to.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			if b.frozen.Load() {
-				go io.Copy(io.Discard, c)
-				continue
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, s)
-			mu.Unlock()
-			go pipe(c, s)
-			go pipe(s, c)
-		}
-	}()
-	return b
-}
-
 // TestFenceBeforePeerTakeover: gateway 1 loses Redis while gateway 2 keeps it, with
 // redis.command_timeout equal to the node timeout (as with the defaults). Gateway 2 takes gateway 1's
 // groups over once Redis shows gateway 1's heartbeat past the node timeout; by then gateway 1 must have
@@ -143,14 +69,14 @@ func TestFenceBeforePeerTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	bh := newBlackhole(t, srv.Addr)
+	bh := redistest.StartProxy(t, srv.Addr) // frozen: a partition between gateway 1 and Redis
 	const hb, nodeTimeout = 200 * time.Millisecond, time.Second
 	cfg := func(id int32) func(*gateway.Config) {
 		return func(c *gateway.Config) { c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, hb, nodeTimeout }
 	}
 	opts := redisstore.Options{Namespace: "fence-takeover", CommandTimeout: nodeTimeout, DialTimeout: 300 * time.Millisecond}
 	o1, o2 := opts, opts
-	o1.Addrs, o2.Addrs = []string{bh.ln.Addr().String()}, []string{srv.Addr}
+	o1.Addrs, o2.Addrs = []string{bh.Addr()}, []string{srv.Addr}
 	g1 := startGatewayWithStoreCfg(t, o1, cfg(1))
 	g2 := startGatewayWithStoreCfg(t, o2, cfg(2))
 	key := ""
@@ -176,7 +102,7 @@ func TestFenceBeforePeerTakeover(t *testing.T) {
 			return coordinator(c2) == 1 && coordinator(c1) == 1
 		})
 		time.Sleep(time.Duration(trial) * 97 * time.Millisecond) // another phase against the heartbeat
-		bh.frozen.Store(true)
+		bh.Freeze(true)
 		taken := 0
 		waitFor(t, 15*time.Second, "gateway 2 to take the group over", func() bool {
 			if coordinator(c2) != 2 {
@@ -188,6 +114,6 @@ func TestFenceBeforePeerTakeover(t *testing.T) {
 			taken++
 			return taken >= 10 // and for a while after
 		})
-		bh.frozen.Store(false)
+		bh.Freeze(false)
 	}
 }

@@ -2,69 +2,12 @@ package redisstore
 
 import (
 	"errors"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kgate/kgate/internal/redistest"
 )
-
-// replyDropper is a TCP proxy in front of Redis that, once armed, closes the first connection whose
-// reply comes back instead of forwarding it: Redis has run the commands, the client never hears so.
-type replyDropper struct {
-	ln    net.Listener
-	armed atomic.Bool
-	wg    sync.WaitGroup
-}
-
-func startReplyDropper(t *testing.T, redisAddr string) *replyDropper {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &replyDropper{ln: ln}
-	d.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			r, err := net.Dial("tcp", redisAddr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			d.wg.Go(func() { _, _ = io.Copy(r, c); r.Close() })
-			d.wg.Go(func() {
-				defer c.Close()
-				defer r.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := r.Read(buf)
-					if n > 0 && d.armed.CompareAndSwap(true, false) {
-						return // the reply is lost with the connection
-					}
-					if n > 0 {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		d.wg.Wait()
-	})
-	return d
-}
 
 // TestAppendReplyLostIsNotResent: when the connection fails after Redis ran an append but before its
 // reply arrived, the store reports a failure and does not send the append again by itself: a batch
@@ -74,15 +17,15 @@ func TestAppendReplyLostIsNotResent(t *testing.T) {
 	if standalone == nil {
 		t.Skip("KGATE_SKIP_REDIS=1")
 	}
-	d := startReplyDropper(t, standalone.Addr)
-	s := openStore(t, Options{Addrs: []string{d.ln.Addr().String()}})
+	d := redistest.StartProxy(t, standalone.Addr)
+	s := openStore(t, Options{Addrs: []string{d.Addr()}})
 	mustCreateTopic(t, s, "lost", 1)
 	// A pipeline first, so the append finds a pipeline connection open (a new one's handshake reply
 	// would be the one dropped).
 	if _, err := s.Client().Pipelined(t.Context(), func(p redis.Pipeliner) error { p.Ping(t.Context()); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	d.armed.Store(true)
+	d.DropNextReply()
 	res := s.Append(t.Context(), []*Batch{{Topic: "lost", Partition: 0, Records: plain("x", 3), ProducerID: -1}})
 	if res[0].Err == nil {
 		n, _ := s.Client().XLen(t.Context(), s.keys.stream("lost", 0)).Result()
@@ -111,12 +54,12 @@ func TestCreateTopicReplyLost(t *testing.T) {
 	if standalone == nil {
 		t.Skip("KGATE_SKIP_REDIS=1")
 	}
-	d := startReplyDropper(t, standalone.Addr)
-	s := openStore(t, Options{Addrs: []string{d.ln.Addr().String()}})
+	d := redistest.StartProxy(t, standalone.Addr)
+	s := openStore(t, Options{Addrs: []string{d.Addr()}})
 	if err := s.Client().Ping(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d.armed.Store(true)
+	d.DropNextReply()
 	if err := s.CreateTopic(t.Context(), Topic{Name: "half", Partitions: 1}); err == nil {
 		t.Fatal("CreateTopic whose reply was lost reported success")
 	}

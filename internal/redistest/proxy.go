@@ -1,4 +1,4 @@
-package gateway
+package redistest
 
 import (
 	"bufio"
@@ -12,14 +12,16 @@ import (
 	"testing"
 )
 
-// redisProxy stands between a store and a Redis. Frozen, it forwards nothing more, either way, on any
-// connection, and leaves new ones unanswered (a network partition). With a stall key, a connection
+// Proxy stands between a store and a Redis, for tests of Redis failures. Frozen (Freeze), it forwards
+// nothing more, either way, on any connection, and leaves new ones unanswered (a network partition).
+// Armed (DropNextReply), it closes the next connection a reply comes back on instead of forwarding
+// the reply (commands applied, their answer lost). With a stall key, a connection
 // that sends a command naming that key forwards nothing more (a Redis Cluster master that holds the
-// key and stopped answering). Held (hold), it forwards commands but keeps Redis's replies until
-// release (commands applied, their answers late). It answers CLUSTER SLOTS itself, naming itself as
+// key and stopped answering). Held (Hold), it forwards commands but keeps Redis's replies until
+// Release (commands applied, their answers late). It answers CLUSTER SLOTS itself, naming itself as
 // the master of every slot, so that a cluster client keeps going through it, and counts those
 // answers. Everything it started stops at cleanup.
-type redisProxy struct {
+type Proxy struct {
 	ln       net.Listener
 	target   string
 	frozen   atomic.Bool
@@ -27,6 +29,7 @@ type redisProxy struct {
 	slots    atomic.Int64  // CLUSTER SLOTS answered
 	stalled  chan struct{} // closed at the first command held back for the stall key
 	stallOne sync.Once
+	dropNext atomic.Bool
 
 	mu     sync.Mutex
 	gate   chan struct{} // nil: replies pass; otherwise closed by release
@@ -35,16 +38,16 @@ type redisProxy struct {
 	wg     sync.WaitGroup
 }
 
-func startRedisProxy(t *testing.T, target string) *redisProxy {
+func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &redisProxy{ln: ln, target: target, stalled: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, stalled: make(chan struct{})}
 	p.stallKey.Store("")
 	t.Cleanup(func() {
-		p.release()
+		p.Release()
 		ln.Close()
 		p.mu.Lock()
 		p.closed = true
@@ -82,7 +85,7 @@ func startRedisProxy(t *testing.T, target string) *redisProxy {
 }
 
 // track keeps c to close at cleanup, or closes it when cleanup has begun.
-func (p *redisProxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -94,7 +97,7 @@ func (p *redisProxy) track(c net.Conn) bool {
 }
 
 // hold keeps Redis's replies in the proxy from now on, until release.
-func (p *redisProxy) hold() {
+func (p *Proxy) Hold() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gate == nil {
@@ -103,7 +106,7 @@ func (p *redisProxy) hold() {
 }
 
 // release lets the replies held, and those to come, through.
-func (p *redisProxy) release() {
+func (p *Proxy) Release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gate != nil {
@@ -113,12 +116,24 @@ func (p *redisProxy) release() {
 }
 
 // addr is the address to open a store at.
-func (p *redisProxy) addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // stall holds back, from now on, every connection that sends a command naming key.
-func (p *redisProxy) stall(key string) { p.stallKey.Store(key) }
+func (p *Proxy) Stall(key string) { p.stallKey.Store(key) }
 
-func (p *redisProxy) serve(c, up net.Conn) {
+// Freeze partitions the proxy (frozen) or heals it.
+func (p *Proxy) Freeze(frozen bool) { p.frozen.Store(frozen) }
+
+// DropNextReply has the next reply from Redis, on whatever connection, lost with its connection.
+func (p *Proxy) DropNextReply() { p.dropNext.Store(true) }
+
+// Stalled is closed at the first command held back for the stall key (Stall).
+func (p *Proxy) Stalled() <-chan struct{} { return p.stalled }
+
+// SlotsAnswered counts the CLUSTER SLOTS commands the proxy answered itself.
+func (p *Proxy) SlotsAnswered() int64 { return p.slots.Load() }
+
+func (p *Proxy) serve(c, up net.Conn) {
 	defer c.Close()
 	defer up.Close()
 	var (
@@ -129,6 +144,10 @@ func (p *redisProxy) serve(c, up net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := up.Read(buf)
+			if n > 0 && p.dropNext.CompareAndSwap(true, false) {
+				c.Close() // the reply is lost with the connection
+				return
+			}
 			if n > 0 {
 				p.mu.Lock()
 				gate := p.gate
@@ -185,8 +204,8 @@ func (p *redisProxy) serve(c, up net.Conn) {
 }
 
 // slotsReply names the proxy the master of all 16384 slots.
-func (p *redisProxy) slotsReply() string {
-	host, port, _ := net.SplitHostPort(p.addr())
+func (p *Proxy) slotsReply() string {
+	host, port, _ := net.SplitHostPort(p.Addr())
 	return fmt.Sprintf("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$%d\r\n%s\r\n:%s\r\n$40\r\n%s\r\n",
 		len(host), host, port, strings.Repeat("a", 40))
 }
