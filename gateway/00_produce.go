@@ -70,9 +70,6 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 		fail = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	now := time.Now().UnixMilli()
-	// The request's batches decompress to at most the largest frame accepted, in all: a request of a
-	// few kilobytes must not take gigabytes, whatever its number of partitions.
-	budget := int(g.cfg.MaxFrameBytes)
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := kmsg.NewProduceResponseTopic()
@@ -93,12 +90,13 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 			case len(rp.Records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
 			default:
-				b, decompressed, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, budget)
+				// The request's batches decompress to at most the largest frame accepted, in all: a
+				// request of a few kilobytes must not take gigabytes, whatever its partitions.
+				b, decompressed, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, int(g.cfg.MaxFrameBytes)-j.decompressed)
 				if code != 0 {
 					sp.ErrorCode = code
 					break
 				}
-				budget -= decompressed
 				j.decompressed += decompressed
 				if b.LogAppendTime != 0 {
 					sp.LogAppendTime = b.LogAppendTime

@@ -43,7 +43,7 @@ func (g *Gateway) deleteGroup(ctx context.Context, name string) int16 {
 	if err := g.store.DeleteGroup(ctx, name); err != nil {
 		return groupErrCode(err)
 	}
-	mCommits.DeleteLabelValues(name) // group ids come and go: their series must not pile up
+	forgetGroupMetrics(name)
 	g.log.Info().Str("group", name).Msg("group deleted")
 	return 0
 }

@@ -132,7 +132,7 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "kafka listener not serving yet", http.StatusServiceUnavailable)
 		return
 	}
-	if g.isClosing() {
+	if g.quitting() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}

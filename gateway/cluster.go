@@ -155,12 +155,12 @@ func (g *Gateway) heartbeat(ctx context.Context) {
 		g.log.Error().Err(err).Int32("node_id", g.cfg.NodeID).Msg("gateway heartbeat failed")
 	}
 	// Peers may consider this gateway down once its lease has ended: coordinator decisions check the
-	// lease themselves; here the view follows and the groups in memory are handed over at once.
+	// lease themselves; here the view follows, and the membership loop's Unload, right after, hands
+	// the groups in memory over.
 	if !g.nodes.leased(time.Now()) {
 		g.nodes.setSelfAlive(false)
 		if !g.fenced.Swap(true) {
 			g.log.Error().Int32("node_id", g.cfg.NodeID).Msg("gateway registration not refreshed in time: no longer coordinating groups")
-			g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
 		}
 	}
 }

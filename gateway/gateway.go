@@ -117,8 +117,7 @@ type Gateway struct {
 	ready    chan struct{}
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
-	closing  bool
-	quit     chan struct{}  // closed when shutdown begins (with closing set)
+	quit     chan struct{}  // closed (under mu) when shutdown begins
 	drained  chan struct{}  // closed once shutdown has begun and no connection is left
 	wg       sync.WaitGroup // connections and background loops
 	stopBg   context.CancelFunc
@@ -250,7 +249,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	for {
 		c, aerr := g.ln.Accept()
 		if aerr != nil {
-			if g.isClosing() {
+			if g.quitting() {
 				break
 			}
 			if errors.Is(aerr, net.ErrClosed) {
@@ -280,26 +279,19 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		go g.serveConn(c)
 	}
 	close(served)
-	<-shutDown
+	<-shutDown // shutdown has run, whoever started it: the coordinator is closed
 	g.wg.Wait()
-	g.coord.Close()
 	return err
 }
 
 // Ready is closed once the listener serves.
 func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 
-func (g *Gateway) isClosing() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closing
-}
-
 // track registers a connection; it refuses once shutdown has begun.
 func (g *Gateway) track(c net.Conn) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closing {
+	if g.quitting() {
 		return false
 	}
 	g.conns[c] = struct{}{}
@@ -319,8 +311,8 @@ func (g *Gateway) atConnectionLimit() bool {
 func (g *Gateway) untrack(c net.Conn) {
 	g.mu.Lock()
 	delete(g.conns, c)
-	if g.closing && len(g.conns) == 0 {
-		close(g.drained) // once: no connection is tracked after closing is set
+	if g.quitting() && len(g.conns) == 0 {
+		close(g.drained) // once: no connection is tracked once quit is closed
 	}
 	g.mu.Unlock()
 	g.wg.Done()
@@ -340,7 +332,7 @@ func (g *Gateway) quitting() bool {
 func (g *Gateway) goBackground(fn func(ctx context.Context)) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closing {
+	if g.quitting() {
 		return false
 	}
 	g.wg.Add(1)
@@ -359,7 +351,7 @@ const shutdownGrace = 5 * time.Second
 // abandoned (an append stored but not acknowledged makes a producer without idempotence store it
 // twice when it retries elsewhere):
 //
-//  1. the Kafka listener closes and readiness fails (closing); the admin server stops in parallel, and
+//  1. the Kafka listener closes and readiness fails (quit); the admin server stops in parallel, and
 //     the membership loop stops heartbeating and marks this gateway down in Redis (runMembership), so
 //     peers stop sending clients here and take its groups over without waiting for the drain;
 //  2. connections read no further request, but what they have read is answered: queued produces are
@@ -373,11 +365,10 @@ const shutdownGrace = 5 * time.Second
 // shutdown began.
 func (g *Gateway) shutdown() {
 	g.mu.Lock()
-	if g.closing {
+	if g.quitting() {
 		g.mu.Unlock()
 		return
 	}
-	g.closing = true
 	close(g.quit)
 	conns := make([]net.Conn, 0, len(g.conns))
 	for c := range g.conns {

@@ -95,6 +95,9 @@ func forgetTopicMetrics(topic string) {
 	mFetched.DeleteLabelValues(topic)
 }
 
+// forgetGroupMetrics drops a deleted group's series: group ids come and go (throwaway consumers).
+func forgetGroupMetrics(group string) { mCommits.DeleteLabelValues(group) }
+
 func recordsProduced(topic string, n int) { mProduced.WithLabelValues(topic).Add(float64(n)) }
 
 func recordsFetched(topic string, p *kmsg.FetchResponseTopicPartition) {

@@ -93,13 +93,15 @@ func TestMetricsForgetDeletedTopicsAndGroups(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	recordsProduced("fleeting", 1)
+	mFetched.WithLabelValues("fleeting").Add(1) // as recordsFetched counts a fetch's records
 	offsetsCommitted("fleeting-group", 1)
 	scrape := func() string {
 		rec := httptest.NewRecorder()
 		g.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		return rec.Body.String()
 	}
-	if m := scrape(); !strings.Contains(m, `topic="fleeting"`) || !strings.Contains(m, `group="fleeting-group"`) {
+	if m := scrape(); !strings.Contains(m, `kgate_records_produced_total{topic="fleeting"}`) ||
+		!strings.Contains(m, `kgate_records_fetched_total{topic="fleeting"}`) || !strings.Contains(m, `group="fleeting-group"`) {
 		t.Fatalf("series missing before the deletes:\n%s", m)
 	}
 	if err := g.deleteTopic(ctx, "fleeting", [16]byte{}); err != nil {

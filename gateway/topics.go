@@ -37,8 +37,9 @@ type topicCache struct {
 
 func newTopicCache(s *redisstore.Store) *topicCache { return &topicCache{store: s} }
 
-func (c *topicCache) fresh() bool {
-	return c.byName != nil && time.Since(c.loaded) < topicCacheTTL
+// fresh reports whether the view read is young enough at now; c.mu is held.
+func (c *topicCache) fresh(now time.Time) bool {
+	return c.byName != nil && now.Sub(c.loaded) < topicCacheTTL
 }
 
 // refresh reloads the registry.
@@ -106,7 +107,7 @@ func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, 
 	asked := time.Now()
 	c.mu.Lock()
 	t, ok := find()
-	fresh := c.fresh()
+	fresh := c.fresh(asked)
 	missedLately := c.byName != nil && asked.Sub(c.loaded) < missReloadGap
 	c.mu.Unlock()
 	switch {
@@ -133,7 +134,7 @@ func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, 
 func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
 	asked := time.Now()
 	c.mu.Lock()
-	fresh := c.fresh()
+	fresh := c.fresh(asked)
 	c.mu.Unlock()
 	if !fresh {
 		if err := c.refreshSince(ctx, asked); err != nil {
