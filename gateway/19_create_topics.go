@@ -26,8 +26,7 @@ import (
 func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrCreateTopicsResponse()
-	existing, err := g.topics.all(ctx)
-	collisions := newDotCollisions(existing)
+	existing, collisions, err := g.topics.allWithCollisions(ctx)
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++

@@ -684,10 +684,10 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("partitions must be from 1 to %d", maxTopicPartitions))
 		return
 	}
-	if existing, err := g.topics.all(r.Context()); err != nil {
+	if _, collisions, err := g.topics.allWithCollisions(r.Context()); err != nil {
 		storeError(w, err)
 		return
-	} else if newDotCollisions(existing).collides(req.Name) {
+	} else if collisions.collides(req.Name) {
 		writeError(w, http.StatusBadRequest, "topic name collides with an existing topic on '.' and '_'")
 		return
 	}

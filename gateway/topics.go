@@ -148,8 +148,15 @@ func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
 
 // all returns a fresh copy of the registry.
 func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, error) {
+	out, _, err := c.allWithCollisions(ctx)
+	return out, err
+}
+
+// allWithCollisions is all with its names by their '.'/'_' form (built by the reload; never changed
+// after, so shared).
+func (c *topicCache) allWithCollisions(ctx context.Context) (map[string]redisstore.Topic, dotCollisions, error) {
 	if err := c.refresh(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -157,7 +164,7 @@ func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, erro
 	for k, v := range c.byName {
 		out[k] = v
 	}
-	return out, nil
+	return out, c.dots, nil
 }
 
 // invalidate forces the next lookup to reload (after a create/delete through this gateway).
