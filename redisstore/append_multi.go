@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -400,44 +401,26 @@ func needRepair(batches []*Batch, out []AppendResult) []int {
 // appendMultiOnce is appendMulti without the repair of a missing function library.
 func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
 	pipe := c.Pipeline()
-	execs := make([]*redis.Cmd, len(batches))
+	execs := make([]*redis.RawCmd, len(batches))
 	for i, b := range batches {
 		xadds, eval := s.multiArgs(b, s.partKeys(b))
 		pipe.Do(ctx, &cmdMULTI)
 		for _, args := range xadds {
-			pipe.Do(ctx, args...)
+			_ = pipe.Process(ctx, redis.NewRawWriteToCmd(ctx, io.Discard, args...)) // "+QUEUED" (exec_reply.go)
 		}
 		pipe.Do(ctx, eval...)
-		execs[i] = pipe.Do(ctx, &cmdEXEC)
+		execs[i] = redis.NewRawCmd(ctx, &cmdEXEC)
+		_ = pipe.Process(ctx, execs[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, e := range execs {
-		out[i] = execResult(e, len(batches[i].Records))
-	}
-}
-
-// execResult reads a batch's EXEC reply: the XADD replies, then finishScript's.
-func execResult(e *redis.Cmd, n int) AppendResult {
-	v, err := e.Result()
-	if err != nil {
-		return AppendResult{Err: err} // EXECABORT (a command refused when queued), MOVED, connection
-	}
-	replies, ok := v.([]any)
-	if !ok || len(replies) != n+1 {
-		return AppendResult{Err: fmt.Errorf("redisstore: append: unexpected EXEC reply %T of %d", v, len(replies))}
-	}
-	res, ok := replies[n].([]any)
-	if !ok || len(res) < 2 {
-		if err, isErr := replies[n].(error); isErr {
-			return AppendResult{Err: err}
+		raw, err := e.Result()
+		if err != nil {
+			out[i] = AppendResult{Err: err} // connection, timeout
+			continue
 		}
-		return AppendResult{Err: fmt.Errorf("redisstore: append: unexpected script reply %v", replies[n])}
+		out[i] = execReply(raw, len(batches[i].Records))
 	}
-	vals := make([]int64, len(res))
-	for i, x := range res {
-		vals[i], _ = x.(int64)
-	}
-	return scriptAnswer(vals)
 }
 
 // nodeGroup is the batches owned by one Redis master.

@@ -1,0 +1,143 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The append's replies are read raw (go-redis's RawWriteToCmd and RawCmd) rather than as values: a
+// batch of n records gets n "+QUEUED" replies and an EXEC reply of n entry IDs before the finish
+// function's answer, and reading each into a boxed string cost four allocations per record, three
+// quarters of what an append allocated. The QUEUED replies are discarded unread (a command refused
+// when queued makes EXEC answer EXECABORT, which is read here); of the EXEC reply only the finish
+// function's answer is parsed, the entry IDs skipped in place.
+
+// replyError is an error reply of Redis's, read raw. It satisfies redis.Error, so redis.HasErrorPrefix
+// and the store's error classification see it as they see the client library's own.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks replyError as a server's error reply (redis.Error).
+func (replyError) RedisError() {}
+
+var errMalformedExec = errors.New("redisstore: append: malformed EXEC reply")
+
+// execReply reads a batch's raw EXEC reply: an array of the n XADD replies, then finishScript's answer.
+func execReply(raw []byte, n int) AppendResult {
+	r := respReader{b: raw}
+	kind, line, ok := r.line()
+	switch {
+	case !ok:
+		return AppendResult{Err: errMalformedExec}
+	case kind == '-':
+		return AppendResult{Err: replyError(line)} // EXECABORT (a command refused when queued), MOVED
+	case kind != '*':
+		return AppendResult{Err: fmt.Errorf("redisstore: append: unexpected EXEC reply %.100q", raw)}
+	}
+	if count, ok := respInt(line); !ok || count != int64(n)+1 {
+		return AppendResult{Err: fmt.Errorf("redisstore: append: EXEC reply of %s replies for %d commands", line, n+1)}
+	}
+	for range n {
+		// An entry ID, or an error the finish function then sees as entries missing.
+		if !r.skipIDOrError() {
+			return AppendResult{Err: errMalformedExec}
+		}
+	}
+	kind, line, ok = r.line()
+	switch {
+	case !ok:
+		return AppendResult{Err: errMalformedExec}
+	case kind == '-':
+		return AppendResult{Err: replyError(line)}
+	case kind != '*':
+		return AppendResult{Err: fmt.Errorf("redisstore: append: unexpected script reply of type %q", kind)}
+	}
+	k, ok := respInt(line)
+	if !ok || k < 2 || k > 8 {
+		return AppendResult{Err: fmt.Errorf("redisstore: append: unexpected script reply of %s values", line)}
+	}
+	var vals [8]int64
+	for i := range k {
+		kind, line, ok = r.line()
+		if !ok || kind != ':' {
+			return AppendResult{Err: errMalformedExec}
+		}
+		if vals[i], ok = respInt(line); !ok {
+			return AppendResult{Err: errMalformedExec}
+		}
+	}
+	if r.at != len(raw) {
+		return AppendResult{Err: errMalformedExec}
+	}
+	return scriptAnswer(vals[:k])
+}
+
+// respReader walks a raw RESP reply.
+type respReader struct {
+	b  []byte
+	at int
+}
+
+// line returns the next line's type byte and the rest of it, without its CRLF.
+func (r *respReader) line() (kind byte, rest []byte, ok bool) {
+	for i := r.at; i+1 < len(r.b); i++ {
+		if r.b[i] == '\r' && r.b[i+1] == '\n' {
+			if i == r.at {
+				return 0, nil, false
+			}
+			kind, rest = r.b[r.at], r.b[r.at+1:i]
+			r.at = i + 2
+			return kind, rest, true
+		}
+	}
+	return 0, nil, false
+}
+
+// skipIDOrError passes over a bulk string or an error reply.
+func (r *respReader) skipIDOrError() bool {
+	kind, line, ok := r.line()
+	switch {
+	case !ok:
+		return false
+	case kind == '-':
+		return true
+	case kind != '$':
+		return false
+	}
+	size, ok := respInt(line)
+	if !ok || size < 0 || size > int64(len(r.b)-r.at-2) {
+		return false
+	}
+	end := r.at + int(size)
+	if r.b[end] != '\r' || r.b[end+1] != '\n' {
+		return false
+	}
+	r.at = end + 2
+	return true
+}
+
+// respInt parses a reply's decimal integer (no allocation, unlike strconv on a converted string).
+func respInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	switch {
+	case neg && v <= 1<<63:
+		return int64(-v), true // -v wraps to the two's complement, right for -(1<<63) too
+	case !neg && v <= 1<<63-1:
+		return int64(v), true
+	}
+	return 0, false
+}

@@ -1,0 +1,180 @@
+package redisstore
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestExecReply(t *testing.T) {
+	ids := "$3\r\n0-6\r\n$3\r\n0-7\r\n"
+	for _, c := range []struct {
+		name, raw string
+		n         int
+		want      AppendResult
+		errPrefix string // a Redis error reply, seen as such by redis.HasErrorPrefix
+		malformed bool
+	}{
+		{name: "stored", raw: "*3\r\n" + ids + "*3\r\n:5\r\n:2\r\n:0\r\n", n: 2, want: AppendResult{BaseOffset: 5, LogStartOffset: 2}},
+		{name: "duplicate", raw: "*3\r\n" + ids + "*3\r\n:5\r\n:0\r\n:1\r\n", n: 2, want: AppendResult{BaseOffset: 5, Duplicate: true}},
+		{name: "refused", raw: "*3\r\n" + ids + "*2\r\n:-1\r\n:47\r\n", n: 2, want: AppendResult{Err: ErrInvalidEpoch}},
+		{name: "xadd error skipped", raw: "*3\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n$3\r\n0-7\r\n*3\r\n:5\r\n:0\r\n:0\r\n", n: 2, want: AppendResult{BaseOffset: 5}},
+		{name: "empty ID", raw: "*2\r\n$0\r\n\r\n*3\r\n:0\r\n:0\r\n:0\r\n", n: 1, want: AppendResult{}},
+		{name: "exec aborted", raw: "-EXECABORT Transaction discarded because of previous errors.\r\n", n: 2, errPrefix: "EXECABORT"},
+		{name: "moved", raw: "-MOVED 3999 127.0.0.1:6381\r\n", n: 2, errPrefix: "MOVED"},
+		{name: "function missing", raw: "*3\r\n" + ids + "-ERR Function not found\r\n", n: 2, errPrefix: "Function not found"},
+		{name: "fewer replies", raw: "*2\r\n$3\r\n0-6\r\n*3\r\n:5\r\n:0\r\n:0\r\n", n: 2, malformed: true},
+		{name: "null array", raw: "*-1\r\n", n: 2, malformed: true},
+		{name: "script reply not an array", raw: "*3\r\n" + ids + ":5\r\n", n: 2, malformed: true},
+		{name: "short script reply", raw: "*3\r\n" + ids + "*1\r\n:5\r\n", n: 2, malformed: true},
+		{name: "script value not an integer", raw: "*3\r\n" + ids + "*2\r\n:5\r\n$1\r\n0\r\n", n: 2, malformed: true},
+		{name: "ID longer than said", raw: "*3\r\n$2\r\n0-6\r\n$3\r\n0-7\r\n*3\r\n:5\r\n:0\r\n:0\r\n", n: 2, malformed: true},
+		{name: "trailing bytes", raw: "*3\r\n" + ids + "*3\r\n:5\r\n:0\r\n:0\r\n+OK\r\n", n: 2, malformed: true},
+		{name: "integer ID", raw: "*3\r\n:6\r\n$3\r\n0-7\r\n*3\r\n:5\r\n:0\r\n:0\r\n", n: 2, malformed: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := execReply([]byte(c.raw), c.n)
+			switch {
+			case c.errPrefix != "":
+				if !redis.HasErrorPrefix(got.Err, c.errPrefix) && !strings.Contains(got.Err.Error(), c.errPrefix) {
+					t.Fatalf("got %+v, want the Redis error %q", got, c.errPrefix)
+				}
+				var re redis.Error
+				if !errors.As(got.Err, &re) {
+					t.Fatalf("%v (%T) is not a redis.Error", got.Err, got.Err)
+				}
+			case c.malformed:
+				if got.Err == nil {
+					t.Fatalf("got %+v, want an error", got)
+				}
+				var re redis.Error
+				if errors.As(got.Err, &re) {
+					t.Fatalf("malformed reply read as the Redis error %v", got.Err)
+				}
+			case c.want.Err != nil:
+				if !errors.Is(got.Err, c.want.Err) {
+					t.Fatalf("got %+v, want %v", got, c.want.Err)
+				}
+			default:
+				if got != c.want {
+					t.Fatalf("got %+v, want %+v", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// Every cut and every changed byte of a valid reply is an error or a well-formed answer, never a panic,
+// and a cut reply is never read as complete.
+func TestExecReplyDamaged(t *testing.T) {
+	valid := "*4\r\n$3\r\n0-6\r\n-ERR x\r\n$4\r\n0-10\r\n*3\r\n:5\r\n:-1\r\n:0\r\n"
+	if r := execReply([]byte(valid), 3); r.Err != nil || r.BaseOffset != 5 || r.LogStartOffset != -1 {
+		t.Fatalf("valid reply: %+v", r)
+	}
+	for cut := range len(valid) {
+		if r := execReply([]byte(valid[:cut]), 3); r.Err == nil {
+			t.Fatalf("reply cut at %d read as %+v", cut, r)
+		}
+	}
+	for i := range len(valid) {
+		for _, b := range []byte{0, '\r', '\n', '-', '*', '$', ':', '9', 'x'} {
+			raw := []byte(valid)
+			raw[i] = b
+			_ = execReply(raw, 3)
+		}
+	}
+}
+
+func TestRespInt(t *testing.T) {
+	for in, want := range map[string]int64{
+		"0": 0, "7": 7, "-1": -1, "123456789": 123456789,
+		"9223372036854775807":  math.MaxInt64,
+		"-9223372036854775808": math.MinInt64,
+	} {
+		if got, ok := respInt([]byte(in)); !ok || got != want {
+			t.Errorf("respInt(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "-", "+1", "1.5", " 1", "9223372036854775808", "-9223372036854775809", "99999999999999999999", "1e3"} {
+		if got, ok := respInt([]byte(in)); ok {
+			t.Errorf("respInt(%q) = %d, want refused", in, got)
+		}
+	}
+	for _, v := range []int64{1, 42, 1 << 40, math.MaxInt64 - 1} {
+		if got, _ := respInt([]byte(strconv.FormatInt(v, 10))); got != v {
+			t.Errorf("respInt(%d) = %d", v, got)
+		}
+	}
+}
+
+// An XADD that fails inside the MULTI block (its stream is not a stream) fails that batch and leaves the
+// pipeline in step: the other partitions of the same request, before and after it, are stored.
+func TestAppendWithAFailingXADD(t *testing.T) {
+	s := openStore(t, Options{Addrs: []string{standalone.Addr}})
+	topic := mustCreateTopic(t, s, "failing-xadd", 3).Name
+	ctx := t.Context()
+	if err := s.rdb.Set(ctx, s.keys.stream(topic, 1), "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var batches []*Batch
+	for p := range int32(3) {
+		batches = append(batches, &Batch{Topic: topic, Partition: p, ProducerID: -1, Records: plain("r", 4)})
+	}
+	res := s.Append(ctx, batches)
+	if res[0].Err != nil || res[2].Err != nil {
+		t.Fatalf("partitions 0 and 2: %+v, %+v", res[0], res[2])
+	}
+	if !redis.HasErrorPrefix(res[1].Err, "WRONGTYPE") || !IsUnavailable(res[1].Err) {
+		t.Fatalf("partition 1: %+v, want a retriable WRONGTYPE error", res[1])
+	}
+	for _, p := range []int32{0, 2} {
+		if got := mustRead(t, s, topic, p, 0, 10); len(got.Records) != 4 {
+			t.Fatalf("partition %d holds %d records, want 4", p, len(got.Records))
+		}
+	}
+}
+
+// An append allocates a small constant per record on top of its per-batch cost: the Redis replies
+// (a "+QUEUED" and an entry ID per record) are read without values (exec_reply.go).
+func TestAppendAllocationsPerRecord(t *testing.T) {
+	s := openStore(t, Options{Addrs: []string{standalone.Addr}})
+	topic := mustCreateTopic(t, s, "append-allocs", 4).Name
+	ctx := t.Context()
+	perBatch := func(n int) float64 {
+		build := func() []*Batch {
+			bs := make([]*Batch, 4)
+			for p := range bs {
+				recs := make([]Record, n)
+				for i := range recs {
+					recs[i] = Record{Timestamp: time.Now().UnixMilli(), Key: []byte("k0000001"), Value: make([]byte, 100)}
+				}
+				bs[p] = &Batch{Topic: topic, Partition: int32(p), ProducerID: -1, Records: recs}
+			}
+			return bs
+		}
+		var total float64 // AllocsPerRun appends bs twice, a warm-up and the one counted
+		const runs = 20
+		for range runs {
+			bs := build()
+			total += testing.AllocsPerRun(1, func() {
+				for _, r := range s.Append(ctx, bs) {
+					if r.Err != nil {
+						t.Fatal(r.Err)
+					}
+				}
+			})
+		}
+		return total / runs
+	}
+	small, large := perBatch(10), perBatch(210)
+	perRecord := (large - small) / (4 * 200)
+	t.Logf("allocations per append of 4 batches: %.0f at 10 records each, %.0f at 210: %.2f per record", small, large, perRecord)
+	if perRecord > 1.5 {
+		t.Fatalf("%.2f allocations per record, want at most 1.5 (one command object each)", perRecord)
+	}
+}
