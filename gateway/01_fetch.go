@@ -221,7 +221,8 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 			left -= expect*size + batchOverhead
 			taken = true
 		}
-		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: max(expect, 1)}
+		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: max(expect, 1),
+			RecordBytes: p.sizing.stored.Load()}
 	}
 	return reqs
 }

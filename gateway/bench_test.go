@@ -144,6 +144,8 @@ type discardConn struct{ net.Conn }
 
 func (discardConn) Write(p []byte) (int, error) { return len(p), nil }
 
+func (discardConn) SetWriteDeadline(time.Time) error { return nil } // conn.write sets one per answer
+
 // BenchmarkFetchRedis is a whole Fetch as the gateway serves it, against a real redis-server (skipped
 // when none is on PATH): the pipelined read, reply parsing, record encoding and writing the response
 // (to a discarding connection). The request is franz-go's default sizing (50 MB response, 1 MiB per

@@ -406,7 +406,7 @@ func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Bat
 		xadds, eval := s.multiArgs(b, s.partKeys(b))
 		pipe.Do(ctx, &cmdMULTI)
 		for _, args := range xadds {
-			_ = pipe.Process(ctx, redis.NewRawWriteToCmd(ctx, io.Discard, args...)) // "+QUEUED" (exec_reply.go)
+			_ = pipe.Process(ctx, redis.NewRawWriteToCmd(ctx, io.Discard, args...)) // "+QUEUED" (raw_reply.go)
 		}
 		pipe.Do(ctx, eval...)
 		execs[i] = redis.NewRawCmd(ctx, &cmdEXEC)

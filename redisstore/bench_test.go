@@ -1,8 +1,8 @@
 package redisstore
 
 // Per-record cost of the store's side of the produce and fetch paths, without a Redis round trip:
-// building the append script's arguments (appendArgs) and turning an XRANGE reply, as go-redis hands it
-// over, into records (parseEntries). At 10, 100 and 1000 records, so allocs/op shows what grows with
+// building the append script's arguments (appendArgs) and turning a raw XRANGE reply into records
+// (parseEntries). At 10, 100 and 1000 records, so allocs/op shows what grows with
 // the batch. These need no redis-server: run with KGATE_SKIP_REDIS=1 to skip starting one.
 
 import (
@@ -33,17 +33,27 @@ func benchBatch(n, hdrs int) *Batch {
 	return b
 }
 
-// benchReply is an XRANGE reply of n entries shaped as go-redis's Do returns it: []any of
-// [id, [field, value, ...]] with every bulk string a Go string.
-func benchReply(n, hdrs int) []any {
-	value := string(make([]byte, benchValueSize))
-	out := make([]any, n)
-	for i := range out {
-		fields := []any{"ts", strconv.FormatInt(1_700_000_000_000+int64(i/50), 10), "key", fmt.Sprintf("k%07d", i), "value", value}
+// benchReply is a raw XRANGE reply of n entries as Redis sends it (RESP2): [id, [field, value, ...]].
+func benchReply(n, hdrs int) []byte {
+	return rangeReply(n, func(i int) []string {
+		fields := []string{"ts", strconv.FormatInt(1_700_000_000_000+int64(i/50), 10), "key", fmt.Sprintf("k%07d", i), "value", string(make([]byte, benchValueSize))}
 		for h := range hdrs {
 			fields = append(fields, fmt.Sprintf("h:h%d", h), "trace-0123")
 		}
-		out[i] = []any{EntryID(int64(i)), fields}
+		return fields
+	})
+}
+
+// rangeReply is a raw XRANGE reply of n entries with IDs 0-1..0-n and the fields fieldsOf gives.
+func rangeReply(n int, fieldsOf func(i int) []string) []byte {
+	out := fmt.Appendf(nil, "*%d\r\n", n)
+	for i := range n {
+		fields := fieldsOf(i)
+		id := EntryID(int64(i))
+		out = fmt.Appendf(out, "*2\r\n$%d\r\n%s\r\n*%d\r\n", len(id), id, len(fields))
+		for _, f := range fields {
+			out = fmt.Appendf(out, "$%d\r\n%s\r\n", len(f), f)
+		}
 	}
 	return out
 }
@@ -85,8 +95,8 @@ func BenchmarkMultiArgs(b *testing.B) {
 	}
 }
 
-// BenchmarkParseEntries turns an XRANGE reply into records (the fetch path's reply decoding; the
-// allocations go-redis makes reading the reply off the wire come on top).
+// BenchmarkParseEntries turns a raw XRANGE reply into records (the fetch path's reply decoding; go-redis
+// reads the reply off the wire into one growing buffer first).
 func BenchmarkParseEntries(b *testing.B) {
 	for _, hdrs := range []int{0, 1} {
 		for _, n := range benchRecordCounts {

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -424,6 +425,9 @@ type ReadRequest struct {
 	// Expect is how many entries the caller expects to be there (0: Count). It only decides whether
 	// and where a read is split (a consumer at the end of a partition asks for many, finds few).
 	Expect int64
+	// RecordBytes is the size the caller expects of a record's key, value and headers (0: unknown).
+	// It only sizes the buffer the reply is read into.
+	RecordBytes int64
 }
 
 // expected is the number of entries r is expected to find.
@@ -532,6 +536,16 @@ const (
 	readSplitMax = 4
 )
 
+// rangeReplyHint is the buffer an XRANGE reply of entries entries is read into: each takes its
+// record's bytes and about 80 of ID, field names and lengths; unknown records are taken for 100-byte
+// ones (the buffer doubles when they are larger). At most 8 MiB up front.
+func rangeReplyHint(entries, recordBytes int64) int {
+	if recordBytes <= 0 {
+		recordBytes = 100
+	}
+	return int(min(entries*(recordBytes+80), 8<<20))
+}
+
 // readPiece is a range of one request's entries: from offset from, up to count entries, up to offset
 // to (inclusive; -1: no bound).
 type readPiece struct {
@@ -583,7 +597,8 @@ func splitReads(reqs []ReadRequest, splitMin int64, maxParts int) [][]readPiece 
 // records are in the order of the pieces.
 func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []readPiece, metas bool, out []ReadResult) {
 	var mcmds []*redis.SliceCmd
-	ranges := make([]*redis.Cmd, len(pieces))
+	ranges := make([]*redis.RawWriteToCmd, len(pieces))
+	bufs := make([]*replyBuffer, len(pieces))
 	pipe := s.rdb.Pipeline()
 	if metas {
 		mcmds = make([]*redis.SliceCmd, len(reqs))
@@ -597,7 +612,9 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 		if p.to >= 0 {
 			to = EntryID(p.to)
 		}
-		ranges[i] = pipe.Do(ctx, "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(p.from), to, "COUNT", p.count)
+		bufs[i] = newReplyBuffer(rangeReplyHint(min(p.count, r.expected()), r.RecordBytes))
+		ranges[i] = redis.NewRawWriteToCmd(ctx, bufs[i], "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(p.from), to, "COUNT", p.count)
+		_ = pipe.Process(ctx, ranges[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, c := range mcmds {
@@ -612,12 +629,11 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 		if o.Err != nil {
 			continue
 		}
-		raw, err := ranges[i].Result()
-		if err != nil && err != redis.Nil {
+		if err := ranges[i].Err(); err != nil {
 			o.Err = err
 			continue
 		}
-		recs, err := parseEntries(raw)
+		recs, err := parseEntries(bufs[i].b)
 		if err != nil {
 			o.Err = err
 			continue
@@ -650,65 +666,92 @@ func (o Offsets) Clip(recs []Record, from int64) []Record {
 	return recs[:n]
 }
 
-// parseEntries decodes an XRANGE reply into records. The records' headers share one slab, sized when
-// the first header shows up, so a reply costs the same few allocations with or without headers.
-func parseEntries(raw any) ([]Record, error) {
-	entries, _ := raw.([]any)
-	recs := make([]Record, 0, len(entries))
+// parseEntries decodes a raw XRANGE reply (raw_reply.go says why raw) into records whose keys, values
+// and header values are views of raw, which is never written again. The records' headers share one
+// slab, sized when the first header shows up, so a reply costs the same few allocations with or
+// without headers, at any length.
+func parseEntries(raw []byte) ([]Record, error) {
+	r := respReader{b: raw}
+	kind, line, ok := r.line()
+	switch {
+	case ok && kind == '-':
+		return nil, replyError(line)
+	case !ok || kind != '*':
+		return nil, errMalformedRange
+	}
+	n, ok := respInt(line)
+	if !ok || n > int64(len(raw)) {
+		return nil, errMalformedRange
+	}
+	recs := make([]Record, 0, max(n, 0))
 	var headers []Header
-	for i, e := range entries {
-		pair, ok := e.([]any)
-		if !ok || len(pair) != 2 {
-			return recs, fmt.Errorf("redisstore: malformed stream entry %v", e)
-		}
-		id, _ := pair[0].(string)
-		off, ok := OffsetOfID(id)
+	for range n {
+		at := r.at
+		id, fields, ok := r.entryHead()
 		if !ok {
-			continue // not written by kgate
+			return recs, errMalformedRange
 		}
-		fields, _ := pair[1].([]any)
+		off, kgates := OffsetOfID(stringView(id))
 		rec := Record{Offset: off}
 		from := len(headers)
-		for j := 0; j+1 < len(fields); j += 2 {
-			name, _ := fields[j].(string)
-			val, _ := fields[j+1].(string)
+		for range fields {
+			name, ok1 := r.bulk()
+			val, ok2 := r.bulk()
+			if !ok1 || !ok2 {
+				return recs, errMalformedRange
+			}
 			switch {
-			case name == "ts":
-				rec.Timestamp, _ = strconv.ParseInt(val, 10, 64)
-			case name == "key":
-				rec.Key = bytesOf(val)
-			case name == "value":
-				rec.Value = bytesOf(val)
+			case !kgates:
+			case string(name) == "ts":
+				rec.Timestamp, _ = respInt(val)
+			case string(name) == "key":
+				rec.Key = val
+			case string(name) == "value":
+				rec.Value = val
 			case isHeaderField(name):
 				if headers == nil {
-					headers = make([]Header, 0, headerFields(entries[i:]))
+					headers = make([]Header, 0, headerFields(raw[at:]))
 				}
-				h := Header{Key: name[2:], Value: bytesOf(val)}
+				h := Header{Key: stringView(name[2:]), Value: val}
 				if name[1] == 'n' { // "hn:": a null value
-					h = Header{Key: name[3:]}
+					h = Header{Key: stringView(name[3:])}
 				}
 				headers = append(headers, h)
 			}
+		}
+		if !kgates {
+			continue // not written by kgate
 		}
 		if len(headers) > from {
 			rec.Headers = headers[from:len(headers):len(headers)]
 		}
 		recs = append(recs, rec)
 	}
+	if r.at != len(raw) {
+		return recs, errMalformedRange
+	}
 	return recs, nil
 }
 
-// headerFields counts the header fields of XRANGE entries (at least as many as parseEntries keeps).
-func headerFields(entries []any) int {
+var errMalformedRange = errors.New("redisstore: malformed XRANGE reply")
+
+// headerFields counts the header fields of the raw XRANGE entries that begin raw (at least as many as
+// parseEntries keeps); it stops at the first malformed one, which parseEntries then refuses.
+func headerFields(raw []byte) int {
+	r := respReader{b: raw}
 	n := 0
-	for _, e := range entries {
-		pair, _ := e.([]any)
-		if len(pair) != 2 {
-			continue
+	for r.at < len(raw) {
+		_, fields, ok := r.entryHead()
+		if !ok {
+			return n
 		}
-		fields, _ := pair[1].([]any)
-		for j := 0; j+1 < len(fields); j += 2 {
-			if name, _ := fields[j].(string); isHeaderField(name) {
+		for range fields {
+			name, ok1 := r.bulk()
+			_, ok2 := r.bulk()
+			if !ok1 || !ok2 {
+				return n
+			}
+			if isHeaderField(name) {
 				n++
 			}
 		}
@@ -718,16 +761,13 @@ func headerFields(entries []any) int {
 
 // isHeaderField reports whether a stream entry's field holds a record header: "h:<name>" with its
 // value, "hn:<name>" for a null value.
-func isHeaderField(name string) bool {
-	return strings.HasPrefix(name, "h:") || strings.HasPrefix(name, "hn:")
+func isHeaderField(name []byte) bool {
+	return bytes.HasPrefix(name, []byte("h:")) || bytes.HasPrefix(name, []byte("hn:"))
 }
 
-// bytesOf views a reply string as bytes without copying; replies are never mutated.
-func bytesOf(s string) []byte {
-	if len(s) == 0 {
-		return []byte{}
-	}
-	return unsafe.Slice(unsafe.StringData(s), len(s))
+// stringView views bytes of a reply as a string without copying; replies are never written again.
+func stringView(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // DeleteRecords moves the log start offset of a partition to before (-1: the high watermark) and

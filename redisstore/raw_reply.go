@@ -3,14 +3,20 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"slices"
 )
 
-// The append's replies are read raw (go-redis's RawWriteToCmd and RawCmd) rather than as values: a
-// batch of n records gets n "+QUEUED" replies and an EXEC reply of n entry IDs before the finish
-// function's answer, and reading each into a boxed string cost four allocations per record, three
-// quarters of what an append allocated. The QUEUED replies are discarded unread (a command refused
-// when queued makes EXEC answer EXECABORT, which is read here); of the EXEC reply only the finish
-// function's answer is parsed, the entry IDs skipped in place.
+// The append's and the fetch's replies are read raw (go-redis's RawWriteToCmd and RawCmd) rather than
+// as values, which the client library builds as a boxed string per bulk string and a slice per array:
+//   - an append of n records gets n "+QUEUED" replies and an EXEC reply of n entry IDs before the
+//     finish function's answer; reading those as values cost four allocations per record, three
+//     quarters of what an append allocated. The QUEUED replies are discarded unread (a command refused
+//     when queued makes EXEC answer EXECABORT, which is read here); of the EXEC reply only the finish
+//     function's answer is parsed, the entry IDs skipped in place.
+//   - an XRANGE reply of n entries cost some sixteen allocations per record as values; read raw, it is
+//     one buffer, and the records' keys, values and headers are views of it (parseEntries).
 
 // replyError is an error reply of Redis's, read raw. It satisfies redis.Error, so redis.HasErrorPrefix
 // and the store's error classification see it as they see the client library's own.
@@ -96,25 +102,50 @@ func (r *respReader) line() (kind byte, rest []byte, ok bool) {
 
 // skipIDOrError passes over a bulk string or an error reply.
 func (r *respReader) skipIDOrError() bool {
+	if r.at < len(r.b) && r.b[r.at] == '-' {
+		_, _, ok := r.line()
+		return ok
+	}
+	_, ok := r.bulk()
+	return ok
+}
+
+// bulk reads a bulk string: a view of the reply's bytes, capacity clipped.
+func (r *respReader) bulk() ([]byte, bool) {
 	kind, line, ok := r.line()
-	switch {
-	case !ok:
-		return false
-	case kind == '-':
-		return true
-	case kind != '$':
-		return false
+	if !ok || kind != '$' {
+		return nil, false
 	}
 	size, ok := respInt(line)
 	if !ok || size < 0 || size > int64(len(r.b)-r.at-2) {
-		return false
+		return nil, false
 	}
-	end := r.at + int(size)
+	start, end := r.at, r.at+int(size)
 	if r.b[end] != '\r' || r.b[end+1] != '\n' {
-		return false
+		return nil, false
 	}
 	r.at = end + 2
-	return true
+	return r.b[start:end:end], true
+}
+
+// entryHead reads the start of a stream entry, [id, [field, value, ...]], up to its first field: the
+// ID and the number of field-value pairs that follow.
+func (r *respReader) entryHead() (id []byte, pairs int64, ok bool) {
+	if kind, line, ok := r.line(); !ok || kind != '*' || string(line) != "2" {
+		return nil, 0, false
+	}
+	if id, ok = r.bulk(); !ok {
+		return nil, 0, false
+	}
+	kind, line, ok := r.line()
+	if !ok || kind != '*' {
+		return nil, 0, false
+	}
+	n, ok := respInt(line)
+	if !ok || n < 0 || n%2 != 0 || n > int64(len(r.b)) {
+		return nil, 0, false
+	}
+	return id, n / 2, true
 }
 
 // respInt parses a reply's decimal integer (no allocation, unlike strconv on a converted string).
@@ -140,4 +171,47 @@ func respInt(b []byte) (int64, bool) {
 		return int64(v), true
 	}
 	return 0, false
+}
+
+// replyBuffer collects one raw reply, written by go-redis's RawWriteToCmd: lines through Write, bulk
+// strings through ReadFrom, straight from the client's read buffer into one slice that doubles as it
+// grows (the client library's own raw reply grows by a quarter at a time, which copied a 1 MiB reply
+// some five times over).
+type replyBuffer struct{ b []byte }
+
+func newReplyBuffer(sizeHint int) *replyBuffer {
+	return &replyBuffer{b: make([]byte, 0, max(sizeHint, 64))}
+}
+
+// room makes room for n more bytes.
+func (w *replyBuffer) room(n int) {
+	if cap(w.b)-len(w.b) < n {
+		w.b = slices.Grow(w.b, max(n, cap(w.b)))
+	}
+}
+
+func (w *replyBuffer) Write(p []byte) (int, error) {
+	w.room(len(p))
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// ReadFrom reads a bulk string's bytes, which go-redis hands over as an io.LimitedReader of their size.
+func (w *replyBuffer) ReadFrom(r io.Reader) (int64, error) {
+	if lr, ok := r.(*io.LimitedReader); ok && lr.N > 0 && lr.N <= math.MaxInt32 {
+		w.room(int(lr.N))
+	}
+	var total int64
+	for {
+		w.room(1)
+		n, err := r.Read(w.b[len(w.b):cap(w.b)])
+		w.b = w.b[:len(w.b)+n]
+		total += int64(n)
+		switch {
+		case err == io.EOF:
+			return total, nil
+		case err != nil:
+			return total, err
+		}
+	}
 }

@@ -140,7 +140,7 @@ func TestAppendWithAFailingXADD(t *testing.T) {
 }
 
 // An append allocates a small constant per record on top of its per-batch cost: the Redis replies
-// (a "+QUEUED" and an entry ID per record) are read without values (exec_reply.go).
+// (a "+QUEUED" and an entry ID per record) are read without values (raw_reply.go).
 func TestAppendAllocationsPerRecord(t *testing.T) {
 	s := openStore(t, Options{Addrs: []string{standalone.Addr}})
 	topic := mustCreateTopic(t, s, "append-allocs", 4).Name
@@ -176,5 +176,78 @@ func TestAppendAllocationsPerRecord(t *testing.T) {
 	t.Logf("allocations per append of 4 batches: %.0f at 10 records each, %.0f at 210: %.2f per record", small, large, perRecord)
 	if perRecord > 1.5 {
 		t.Fatalf("%.2f allocations per record, want at most 1.5 (one command object each)", perRecord)
+	}
+}
+
+func TestParseEntriesRaw(t *testing.T) {
+	reply := "*4\r\n" +
+		"*2\r\n$3\r\n0-1\r\n*6\r\n$2\r\nts\r\n$3\r\n100\r\n$3\r\nkey\r\n$0\r\n\r\n$5\r\nvalue\r\n$2\r\nv0\r\n" +
+		"*2\r\n$15\r\n1700000000000-0\r\n*2\r\n$5\r\nother\r\n$1\r\nx\r\n" + // not kgate's: skipped
+		"*2\r\n$3\r\n0-3\r\n*6\r\n$5\r\nvalue\r\n$2\r\nv2\r\n$2\r\nts\r\n$3\r\n102\r\n$3\r\nh:a\r\n$1\r\n1\r\n" +
+		"*2\r\n$3\r\n0-4\r\n*4\r\n$2\r\nts\r\n$3\r\n103\r\n$4\r\nhn:b\r\n$0\r\n\r\n"
+	recs, err := parseEntries([]byte(reply))
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	r0, r2, r3 := recs[0], recs[1], recs[2]
+	if r0.Offset != 0 || r0.Timestamp != 100 || r0.Key == nil || len(r0.Key) != 0 || string(r0.Value) != "v0" || r0.Headers != nil {
+		t.Errorf("record 0: %+v (an empty key is not a null key)", r0)
+	}
+	if r2.Offset != 2 || r2.Timestamp != 102 || r2.Key != nil || string(r2.Value) != "v2" || len(r2.Headers) != 1 || r2.Headers[0].Key != "a" || string(r2.Headers[0].Value) != "1" {
+		t.Errorf("record 2: %+v", r2)
+	}
+	if r3.Offset != 3 || r3.Value != nil || len(r3.Headers) != 1 || r3.Headers[0].Key != "b" || r3.Headers[0].Value != nil {
+		t.Errorf("record 3: %+v", r3)
+	}
+	if cap(r0.Value) != len(r0.Value) {
+		t.Errorf("a value's capacity reaches into the rest of the reply")
+	}
+	if _, err := parseEntries([]byte("*0\r\n")); err != nil {
+		t.Errorf("empty reply: %v", err)
+	}
+	if _, err := parseEntries([]byte("-WRONGTYPE Operation against a key holding the wrong kind of value\r\n")); !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		t.Errorf("error reply read as %v", err)
+	}
+	for cut := range len(reply) {
+		if recs, err := parseEntries([]byte(reply[:cut])); err == nil {
+			t.Fatalf("reply cut at %d read as %d records", cut, len(recs))
+		}
+	}
+	for i := range len(reply) {
+		for _, b := range []byte{0, '\r', '\n', '-', '*', '$', '9', 'x'} {
+			raw := []byte(reply)
+			raw[i] = b
+			_, _ = parseEntries(raw)
+			_ = headerFields(raw)
+		}
+	}
+}
+
+// A read allocates no more per record than the client library's reader takes per bulk string (the
+// entry's ID, field names and values): the XRANGE reply is one buffer the records view, where reading
+// it as values took twice that.
+func TestReadAllocationsPerRecord(t *testing.T) {
+	s := openStore(t, Options{Addrs: []string{standalone.Addr}})
+	topic := mustCreateTopic(t, s, "read-allocs", 1).Name
+	recs := make([]Record, 1000)
+	for i := range recs {
+		recs[i] = Record{Timestamp: int64(i), Key: []byte("k0000001"), Value: make([]byte, 100), Headers: []Header{{Key: "h", Value: []byte("v")}}}
+	}
+	mustAppend(t, s, &Batch{Topic: topic, Partition: 0, ProducerID: -1, Records: recs})
+	ctx := t.Context()
+	allocs := func(n int64) float64 {
+		return testing.AllocsPerRun(20, func() {
+			res := s.Read(ctx, []ReadRequest{{Topic: topic, Partition: 0, Offset: 0, Count: n, RecordBytes: 120}})[0]
+			if res.Err != nil || int64(len(res.Records)) != n {
+				t.Fatalf("read %d: %d records, %v", n, len(res.Records), res.Err)
+			}
+		})
+	}
+	small, large := allocs(10), allocs(1000)
+	perRecord := (large - small) / 990
+	t.Logf("allocations per read: %.0f of 10 records, %.0f of 1,000: %.3f per record", small, large, perRecord)
+	const bulks = 1 + 2*4 // ID; ts, key, value and a header, each a name and a value
+	if perRecord > bulks+0.5 {
+		t.Fatalf("%.3f allocations per record, want at most one per bulk string (%d)", perRecord, bulks)
 	}
 }
