@@ -457,11 +457,19 @@ var recordPool = sync.Pool{New: func() any { s := make([]protocol.Record, 0, 256
 func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int, first, logAppend bool) ([]byte, int, int) {
 	rp := recordPool.Get().(*[]protocol.Record)
 	run := (*rp)[:0]
-	defer func() { *rp = run[:0]; recordPool.Put(rp) }()
+	used := 0 // the most of run this call filled
+	defer func() {
+		// Cleared: its records are views of a Redis reply's buffer (up to megabytes), which a pooled
+		// slice would otherwise keep alive for as long as the pool keeps it.
+		clear(run[:max(used, len(run))])
+		*rp = run[:0]
+		recordPool.Put(rp)
+	}()
 	size, taken := 0, 0
 	var base int64
 	flush := func() {
 		if len(run) > 0 {
+			used = max(used, len(run))
 			ts := protocol.TimestampCreateTime
 			if logAppend {
 				ts = protocol.TimestampLogAppendTime

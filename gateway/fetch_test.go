@@ -17,6 +17,7 @@ import (
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/protocol"
 	"github.com/kgate/kgate/redisstore"
+	"weak"
 )
 
 func storeRecords(offsets ...int64) []redisstore.Record {
@@ -551,5 +552,27 @@ func TestFetchShortOnlyWhenMoreCanBeRead(t *testing.T) {
 	}
 	if rd := read(); rd.short || rd.failed || rd.bytes == 0 {
 		t.Fatalf("read of %d entries, the most a read takes: %+v, want not short", maxReadCount, rd)
+	}
+}
+
+// encodeRecords' pooled slice keeps no records once it is back in the pool: records are views of a
+// Redis reply's buffer, which a stale slot would keep alive while the pool is in use.
+func TestEncodeRecordsPoolKeepsNoReply(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the pool hands back what it was given
+	reply := make([]byte, 8<<20)
+	gone := weak.Make(&reply[0])
+	big := make([]redisstore.Record, 1000)
+	for i := range big {
+		big[i] = redisstore.Record{Offset: int64(i), Value: reply[i*100 : i*100+100 : i*100+100]}
+	}
+	encodeRecords(nil, big, 0, 1<<30, true, false)
+	big, reply = nil, nil
+	small := []redisstore.Record{{Offset: 0, Value: []byte("v")}}
+	for range 5 {
+		encodeRecords(nil, small, 0, 1<<20, true, false) // the pool in use between collections
+		runtime.GC()
+	}
+	if gone.Value() != nil {
+		t.Fatal("the 8 MiB reply is still reachable after the records viewing it were encoded and dropped")
 	}
 }

@@ -40,7 +40,27 @@ func (h observeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmds)
-		h.fn("pipeline", time.Since(start), err)
+		reported := err
+		if reported == nil {
+			reported = rawErrorReply(cmds)
+		}
+		h.fn("pipeline", time.Since(start), reported)
 		return err
 	}
+}
+
+// rawErrorReply is the first error reply among cmds' raw replies (the append's EXEC, raw_reply.go),
+// which the client library does not count as a command's error. (The fetch's raw XRANGE replies are
+// read again as values when they are errors: readAgain.)
+func rawErrorReply(cmds []redis.Cmder) error {
+	for _, c := range cmds {
+		if rc, ok := c.(*redis.RawCmd); ok {
+			if v := rc.Val(); isErrorReply(v) {
+				r := respReader{b: v}
+				_, line, _ := r.line()
+				return replyError(line)
+			}
+		}
+	}
+	return nil
 }

@@ -425,8 +425,8 @@ type ReadRequest struct {
 	// Expect is how many entries the caller expects to be there (0: Count). It only decides whether
 	// and where a read is split (a consumer at the end of a partition asks for many, finds few).
 	Expect int64
-	// RecordBytes is the size the caller expects of a record's key, value and headers (0: unknown).
-	// It only sizes the buffer the reply is read into.
+	// RecordBytes is the size the caller expects of a record, its key, value and headers (0: unknown;
+	// an estimate of its encoded size will do). It only sizes the buffer the reply is read into.
 	RecordBytes int64
 }
 
@@ -594,7 +594,10 @@ func splitReads(reqs []ReadRequest, splitMin int64, maxParts int) [][]readPiece 
 }
 
 // readPieces reads pieces (and, with metas, every request's offsets) in one pipeline into out, whose
-// records are in the order of the pieces.
+// records are in the order of the pieces. The XRANGE replies are read raw (raw_reply.go), which the
+// client library neither redirects (MOVED, ASK: a slot migrating or failed over) nor retries; a request
+// whose read failed, or came back as an error reply, is read once more as values (readAgain), which
+// it does.
 func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []readPiece, metas bool, out []ReadResult) {
 	var mcmds []*redis.SliceCmd
 	ranges := make([]*redis.RawWriteToCmd, len(pieces))
@@ -608,32 +611,47 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 	}
 	for i, p := range pieces {
 		r := reqs[p.req]
-		to := "+"
-		if p.to >= 0 {
-			to = EntryID(p.to)
-		}
-		bufs[i] = newReplyBuffer(rangeReplyHint(min(p.count, r.expected()), r.RecordBytes))
-		ranges[i] = redis.NewRawWriteToCmd(ctx, bufs[i], "XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(p.from), to, "COUNT", p.count)
+		bufs[i] = newReplyBuffer(rangeReplyHint(p.expected(r), r.RecordBytes))
+		ranges[i] = redis.NewRawWriteToCmd(ctx, bufs[i], s.rangeArgs(r, p)...)
 		_ = pipe.Process(ctx, ranges[i])
 	}
 	_, _ = pipe.Exec(ctx)
+	raws := make([][]byte, len(pieces))
+	errs := make([]error, len(pieces))
+	var failed map[int]bool // requests to read again
+	fail := func(req int) {
+		if failed == nil {
+			failed = map[int]bool{}
+		}
+		failed[req] = true
+	}
 	for i, c := range mcmds {
 		if err := c.Err(); err != nil && err != redis.Nil {
+			fail(i)
 			out[i].Err = err
 			continue
 		}
 		out[i].Offsets = parseOffsets(c.Val())
 	}
 	for i, p := range pieces {
+		errs[i], raws[i] = ranges[i].Err(), bufs[i].b
+		if errs[i] != nil || isErrorReply(raws[i]) {
+			fail(p.req)
+		}
+	}
+	if failed != nil && ctx.Err() == nil {
+		s.readAgain(ctx, reqs, pieces, failed, mcmds != nil, out, raws, errs)
+	}
+	for i, p := range pieces {
 		o := &out[p.req]
 		if o.Err != nil {
 			continue
 		}
-		if err := ranges[i].Err(); err != nil {
-			o.Err = err
+		if errs[i] != nil {
+			o.Err = errs[i]
 			continue
 		}
-		recs, err := parseEntries(bufs[i].b)
+		recs, err := parseEntries(raws[i])
 		if err != nil {
 			o.Err = err
 			continue
@@ -646,6 +664,63 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 		}
 		o.Records = recs
 	}
+}
+
+// readAgain reads the requests in failed (offsets too, with metas) and their pieces once more, as
+// values, through the client library's redirects and retries, and stores what it read in out, raws
+// (each reply turned back into RESP for parseEntries) and errs.
+func (s *Store) readAgain(ctx context.Context, reqs []ReadRequest, pieces []readPiece, failed map[int]bool, metas bool, out []ReadResult, raws [][]byte, errs []error) {
+	pipe := s.rdb.Pipeline()
+	mcmds := map[int]*redis.SliceCmd{}
+	if metas {
+		for i := range failed {
+			mcmds[i] = pipe.HMGet(ctx, s.keys.meta(reqs[i].Topic, reqs[i].Partition), "next", "start")
+		}
+	}
+	ranges := make([]*redis.Cmd, len(pieces))
+	for i, p := range pieces {
+		if failed[p.req] {
+			ranges[i] = pipe.Do(ctx, s.rangeArgs(reqs[p.req], p)...)
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range mcmds {
+		out[i].Err = nil
+		if err := c.Err(); err != nil && err != redis.Nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Offsets = parseOffsets(c.Val())
+	}
+	for i, c := range ranges {
+		if c == nil {
+			continue
+		}
+		v, err := c.Result()
+		switch {
+		case err == redis.Nil:
+			raws[i], errs[i] = []byte("*0\r\n"), nil
+		case err != nil:
+			errs[i] = err
+		default:
+			raws[i], errs[i] = appendRESP(nil, v), nil
+		}
+	}
+}
+
+// rangeArgs is the XRANGE command of piece p of request r.
+func (s *Store) rangeArgs(r ReadRequest, p readPiece) []any {
+	to := "+"
+	if p.to >= 0 {
+		to = EntryID(p.to)
+	}
+	return []any{"XRANGE", s.keys.stream(r.Topic, r.Partition), EntryID(p.from), to, "COUNT", p.count}
+}
+
+// expected is how many entries piece p of request r is expected to find: those of the request's
+// expected entries that lie in its range.
+func (p readPiece) expected(r ReadRequest) int64 {
+	return min(p.count, max(r.Offset+r.expected()-p.from, 0))
 }
 
 // Clip keeps the records of a read from offset from that lie in [Start, End), and drops them all when
@@ -680,7 +755,7 @@ func parseEntries(raw []byte) ([]Record, error) {
 		return nil, errMalformedRange
 	}
 	n, ok := respInt(line)
-	if !ok || n > int64(len(raw)) {
+	if !ok || n > int64(len(raw)/16) { // an entry takes 18 bytes at least
 		return nil, errMalformedRange
 	}
 	recs := make([]Record, 0, max(n, 0))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 )
 
 // The append's and the fetch's replies are read raw (go-redis's RawWriteToCmd and RawCmd) rather than
@@ -77,6 +78,30 @@ func execReply(raw []byte, n int) AppendResult {
 		return AppendResult{Err: errMalformedExec}
 	}
 	return scriptAnswer(vals[:k])
+}
+
+// isErrorReply reports whether raw is an error reply.
+func isErrorReply(raw []byte) bool { return len(raw) > 0 && raw[0] == '-' }
+
+// appendRESP appends v, a reply as the client library's values (strings, integers, arrays of them),
+// in RESP2.
+func appendRESP(dst []byte, v any) []byte {
+	switch v := v.(type) {
+	case string:
+		dst = append(strconv.AppendInt(append(dst, '$'), int64(len(v)), 10), "\r\n"...)
+		return append(append(dst, v...), "\r\n"...)
+	case int64:
+		return append(strconv.AppendInt(append(dst, ':'), v, 10), "\r\n"...)
+	case []any:
+		dst = append(strconv.AppendInt(append(dst, '*'), int64(len(v)), 10), "\r\n"...)
+		for _, e := range v {
+			dst = appendRESP(dst, e)
+		}
+		return dst
+	case nil:
+		return append(dst, "$-1\r\n"...)
+	}
+	return append(dst, "-ERR kgate: unexpected reply value\r\n"...) // read as an error reply
 }
 
 // respReader walks a raw RESP reply.
