@@ -225,6 +225,20 @@ func (s *Store) appendByNode(ctx context.Context, batches []*Batch, out []Append
 	eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
 		s.appendMultiSplit(ctx, g.node, sub, res)
 	})
+	s.refreshOnMoved(ctx, out)
+}
+
+// refreshOnMoved has the cluster client reload its slot map when an append was refused with MOVED. The
+// append's node clients (and pinned connections) do not redirect, and their refusals never reach the
+// cluster client, which would keep its map until its next periodic reload: a slot that moved would
+// fail every append to it until then. The producer's retry finds the new map.
+func (s *Store) refreshOnMoved(ctx context.Context, out []AppendResult) {
+	for _, r := range out {
+		if redis.HasErrorPrefix(r.Err, "MOVED") {
+			s.RefreshTopology(ctx)
+			return
+		}
+	}
 }
 
 // runAt locates a batch in the output of mergeRuns: the run it went into and the number of records
@@ -402,13 +416,14 @@ func needRepair(batches []*Batch, out []AppendResult) []int {
 func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
 	pipe := c.Pipeline()
 	execs := make([]*redis.RawCmd, len(batches))
+	finishes := make([]*redis.Cmd, len(batches))
 	for i, b := range batches {
 		xadds, eval := s.multiArgs(b, s.partKeys(b))
 		pipe.Do(ctx, &cmdMULTI)
 		for _, args := range xadds {
 			_ = pipe.Process(ctx, redis.NewRawWriteToCmd(ctx, io.Discard, args...)) // "+QUEUED" (raw_reply.go)
 		}
-		pipe.Do(ctx, eval...)
+		finishes[i] = pipe.Do(ctx, eval...)
 		execs[i] = redis.NewRawCmd(ctx, &cmdEXEC)
 		_ = pipe.Process(ctx, execs[i])
 	}
@@ -420,6 +435,12 @@ func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Bat
 			continue
 		}
 		out[i] = execReply(raw, len(batches[i].Records))
+		// EXECABORT names no cause; the finish step's own refusal when queued does (MOVED, ASK: the
+		// slot moved; OOM), as every command of the block was refused alike.
+		var queued redis.Error
+		if redis.HasErrorPrefix(out[i].Err, "EXECABORT") && errors.As(finishes[i].Err(), &queued) {
+			out[i].Err = queued
+		}
 	}
 }
 

@@ -352,6 +352,7 @@ func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []Appen
 			}
 		}
 	})
+	s.refreshOnMoved(ctx, out)
 }
 
 // waitDurable applies the configured WAIT / WAITAOF on conn, the connection that took the writes.

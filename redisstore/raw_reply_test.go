@@ -258,6 +258,99 @@ func TestReadAllocationsPerRecord(t *testing.T) {
 	}
 }
 
+// slotMove moves the cluster slot of a key from its master to another, keys first, and hands it back
+// when the test ends.
+type slotMove struct {
+	t              *testing.T
+	ctx            context.Context
+	slot           int64
+	from, to       *redis.Client
+	fromID, toID   string
+	moved, started bool
+}
+
+func startSlotMove(t *testing.T, key string) *slotMove {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the cleanup hands the slot back
+	t.Cleanup(cancel)
+	m := &slotMove{t: t, ctx: ctx}
+	probe := m.node(cluster.Masters[0].Addr)
+	var err error
+	if m.slot, err = probe.ClusterKeySlot(ctx, key).Result(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cluster.Masters {
+		c := m.node(s.Addr)
+		if n, err := c.ClusterCountKeysInSlot(ctx, int(m.slot)).Result(); err == nil && n > 0 {
+			m.from = c
+		} else if m.to == nil {
+			m.to = c
+		}
+	}
+	if m.from == nil || m.to == nil {
+		t.Fatalf("slot %d: no master holds its keys, or no other master", m.slot)
+	}
+	m.fromID, m.toID = m.id(m.from), m.id(m.to)
+	t.Cleanup(func() {
+		if m.moved {
+			m.from, m.to, m.fromID, m.toID = m.to, m.from, m.toID, m.fromID
+			m.begin()
+			m.finish()
+			return
+		}
+		for _, s := range cluster.Masters { // the test failed half way: at least end the migration
+			m.node(s.Addr).Do(ctx, "CLUSTER", "SETSLOT", m.slot, "STABLE")
+		}
+	})
+	m.begin()
+	return m
+}
+
+func (m *slotMove) node(addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	m.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (m *slotMove) id(c *redis.Client) string {
+	return strings.TrimSpace(c.Do(m.ctx, "CLUSTER", "MYID").Val().(string))
+}
+
+func (m *slotMove) must(c *redis.Client, args ...any) {
+	m.t.Helper()
+	if err := c.Do(m.ctx, args...).Err(); err != nil {
+		m.t.Fatalf("%v: %v", args, err)
+	}
+}
+
+func (m *slotMove) begin() {
+	m.must(m.to, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.fromID)
+	m.must(m.from, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.toID)
+}
+
+// migrate moves one key of the slot: its old master answers ASK for it from then on.
+func (m *slotMove) migrate(key string) {
+	m.t.Helper()
+	host, port, _ := strings.Cut(m.to.Options().Addr, ":")
+	m.must(m.from, "MIGRATE", host, port, key, 0, 5000)
+}
+
+// finish moves the slot's other keys and hands the slot over on every master: clients whose slot map
+// names the old master get MOVED.
+func (m *slotMove) finish() {
+	m.t.Helper()
+	keys, err := m.from.ClusterGetKeysInSlot(m.ctx, int(m.slot), 1000).Result()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, k := range keys {
+		m.migrate(k)
+	}
+	for _, s := range cluster.Masters {
+		m.must(m.node(s.Addr), "CLUSTER", "SETSLOT", m.slot, "NODE", m.toID)
+	}
+	m.moved = true
+}
+
 // Reads follow a slot on the move: a partition's stream migrated ahead of its other keys (its master
 // answers ASK) and then the slot handed over (the client's slot map is stale: MOVED). The raw XRANGE
 // replies are error replies the client library does not redirect; readAgain reads them as values.
@@ -265,93 +358,46 @@ func TestReadFollowsSlotMigration(t *testing.T) {
 	s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
 	topic := mustCreateTopic(t, s, "migrating", 1).Name
 	mustAppend(t, s, &Batch{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("m", 3)})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the cleanup hands the slot back
-	t.Cleanup(cancel)
-	cc := s.rdb.(*redis.ClusterClient)
-	stream := s.keys.stream(topic, 0)
-	slot, err := cc.ClusterKeySlot(ctx, stream).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := func(addr string) *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	var from, to *redis.Client
-	for _, m := range cluster.Masters {
-		c := node(m.Addr)
-		if n, err := c.ClusterCountKeysInSlot(ctx, int(slot)).Result(); err == nil && n > 0 {
-			from = c
-		} else if to == nil {
-			to = c
-		}
-	}
-	if from == nil || to == nil {
-		t.Fatalf("slot %d: no master holds its keys, or no other master", slot)
-	}
-	id := func(c *redis.Client) string { return strings.TrimSpace(c.Do(ctx, "CLUSTER", "MYID").Val().(string)) }
-	fromID, toID := id(from), id(to)
-	must := func(c *redis.Client, args ...any) {
-		t.Helper()
-		if err := c.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-	}
-	migrate := func(src, dst *redis.Client, key string) {
-		t.Helper()
-		host, port, _ := strings.Cut(dst.Options().Addr, ":")
-		must(src, "MIGRATE", host, port, key, 0, 5000)
-	}
-	// Hand the slot over from src to dst: every key, then the slot on every master.
-	handOver := func(src, dst *redis.Client, srcID, dstID string) {
-		t.Helper()
-		must(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
-		must(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
-		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 1000).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range keys {
-			migrate(src, dst, k)
-		}
-		for _, m := range cluster.Masters {
-			must(node(m.Addr), "CLUSTER", "SETSLOT", slot, "NODE", dstID)
-		}
-	}
-	moved := false
-	t.Cleanup(func() {
-		if moved {
-			handOver(to, from, toID, fromID)
-			return
-		}
-		for _, m := range cluster.Masters { // the test failed half way: at least end the migration
-			node(m.Addr).Do(ctx, "CLUSTER", "SETSLOT", slot, "STABLE")
-		}
-	})
 	read := func(when string) {
 		t.Helper()
-		res := s.Read(ctx, []ReadRequest{{Topic: topic, Partition: 0, Offset: 0, Count: 10}})[0]
+		res := s.Read(t.Context(), []ReadRequest{{Topic: topic, Partition: 0, Offset: 0, Count: 10}})[0]
 		if res.Err != nil || len(res.Records) != 3 || res.End != 3 {
 			t.Fatalf("%s: %d records, high watermark %d, %v; want the 3 appended", when, len(res.Records), res.End, res.Err)
 		}
 	}
-	must(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
-	must(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
-	migrate(from, to, stream) // the stream moved, its meta not yet: XRANGE gets ASK
+	m := startSlotMove(t, s.keys.stream(topic, 0))
+	m.migrate(s.keys.stream(topic, 0)) // the stream moved, its meta not yet: XRANGE gets ASK
 	read("stream migrating")
-	keys, err := from.ClusterGetKeysInSlot(ctx, int(slot), 1000).Result()
-	if err != nil {
-		t.Fatal(err)
+	m.finish()
+	read("slot moved")
+}
+
+// An append to a slot that moved answers a retriable MOVED (the append's node clients do not
+// redirect) and has the cluster client reload its slot map, so the producer's retry is stored; before,
+// appends failed until the client's periodic reload, a minute later.
+func TestAppendAfterSlotMoved(t *testing.T) {
+	s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
+	topic := mustCreateTopic(t, s, "moved", 1).Name
+	mustAppend(t, s, &Batch{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("a", 2)})
+	startSlotMove(t, s.keys.stream(topic, 0)).finish()
+	first := s.Append(t.Context(), []*Batch{{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("b", 2)}})[0]
+	if !redis.HasErrorPrefix(first.Err, "MOVED") || !IsUnavailable(first.Err) {
+		t.Fatalf("first append after the move: %+v, want a retriable MOVED", first)
 	}
-	for _, k := range keys {
-		migrate(from, to, k)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := s.Append(t.Context(), []*Batch{{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("b", 2)}})[0]
+		if r.Err == nil {
+			if r.BaseOffset != 2 {
+				t.Fatalf("retry stored at offset %d, want 2", r.BaseOffset)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("appends still fail 5 s after the slot moved: %v", r.Err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	for _, m := range cluster.Masters {
-		must(node(m.Addr), "CLUSTER", "SETSLOT", slot, "NODE", toID)
-	}
-	moved = true
-	read("slot moved") // the client's map still names the old master: MOVED
 }
 
 // An error reply read raw (an EXEC refused: EXECABORT, MOVED) counts as the pipeline's error for the
