@@ -744,8 +744,8 @@ func (o Offsets) Clip(recs []Record, from int64) []Record {
 
 // parseEntries decodes a raw XRANGE reply (raw_reply.go says why raw) into records whose keys, values
 // and header values are views of raw, which is never written again. The records' headers share one
-// slab, sized when the first header shows up, so a reply costs the same few allocations with or
-// without headers, at any length.
+// slab, sized when the first header shows up, so a reply whose records carry alike headers costs the
+// same few allocations with or without them, at any length.
 func parseEntries(raw []byte) ([]Record, error) {
 	r := respReader{b: raw}
 	kind, line, ok := r.line()
@@ -762,7 +762,6 @@ func parseEntries(raw []byte) ([]Record, error) {
 	recs := make([]Record, 0, max(n, 0))
 	var headers []Header
 	for range n {
-		at := r.at
 		id, fields, ok := r.entryHead()
 		if !ok {
 			return recs, errMalformedRange
@@ -770,7 +769,7 @@ func parseEntries(raw []byte) ([]Record, error) {
 		off, kgates := OffsetOfID(stringView(id))
 		rec := Record{Offset: off}
 		from := len(headers)
-		for range fields {
+		for j := range fields {
 			name, ok1 := r.bulk()
 			val, ok2 := r.bulk()
 			if !ok1 || !ok2 {
@@ -786,7 +785,10 @@ func parseEntries(raw []byte) ([]Record, error) {
 				rec.Value = val
 			case isHeaderField(name):
 				if headers == nil {
-					headers = make([]Header, 0, headerFields(raw[at:]))
+					// Sized as if every entry from this one on had as many headers as this one can
+					// have (writers put them after the other fields); more make it grow, and the
+					// records before keep their views of the smaller slab.
+					headers = make([]Header, 0, (fields-j)*(n-int64(len(recs))))
 				}
 				h := Header{Key: stringView(name[2:]), Value: val}
 				if name[1] == 'n' { // "hn:": a null value
@@ -810,30 +812,6 @@ func parseEntries(raw []byte) ([]Record, error) {
 }
 
 var errMalformedRange = errors.New("redisstore: malformed XRANGE reply")
-
-// headerFields counts the header fields of the raw XRANGE entries that begin raw (at least as many as
-// parseEntries keeps); it stops at the first malformed one, which parseEntries then refuses.
-func headerFields(raw []byte) int {
-	r := respReader{b: raw}
-	n := 0
-	for r.at < len(raw) {
-		_, fields, ok := r.entryHead()
-		if !ok {
-			return n
-		}
-		for range fields {
-			name, ok1 := r.bulk()
-			_, ok2 := r.bulk()
-			if !ok1 || !ok2 {
-				return n
-			}
-			if isHeaderField(name) {
-				n++
-			}
-		}
-	}
-	return n
-}
 
 // isHeaderField reports whether a stream entry's field holds a record header: "h:<name>" with its
 // value, "hn:<name>" for a null value.

@@ -224,7 +224,6 @@ func TestParseEntriesRaw(t *testing.T) {
 			raw := []byte(reply)
 			raw[i] = b
 			_, _ = parseEntries(raw)
-			_ = headerFields(raw)
 		}
 	}
 }
