@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -427,7 +428,9 @@ func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Bat
 		execs[i] = redis.NewRawCmd(ctx, &cmdEXEC)
 		_ = pipe.Process(ctx, execs[i])
 	}
-	_, _ = pipe.Exec(ctx)
+	start := time.Now()
+	cmds, err := pipe.Exec(ctx)
+	s.observeNodePipeline(start, err, cmds) // on a cluster, c is a node client (or a pinned connection)
 	for i, e := range execs {
 		raw, err := e.Result()
 		if err != nil {

@@ -12,9 +12,26 @@ import (
 // (pipelines are reported as "pipeline").
 type CommandObserver func(command string, took time.Duration, err error)
 
-// Observe installs fn as a command observer (metrics).
+// Observe installs fn as a command observer (metrics). Call it before the store is used.
 func (s *Store) Observe(fn CommandObserver) {
 	s.rdb.AddHook(observeHook{fn: fn})
+	if _, ok := s.rdb.(*redis.ClusterClient); ok {
+		// A cluster's appends run on its node clients (append_multi.go), which the cluster client's
+		// hooks do not cover; they report themselves (observeNodePipeline).
+		s.nodeObserver = fn
+	}
+}
+
+// observeNodePipeline reports an append pipeline run on a cluster's node client: its time and its
+// error, or else the first error reply among its raw replies.
+func (s *Store) observeNodePipeline(start time.Time, err error, cmds []redis.Cmder) {
+	if s.nodeObserver == nil {
+		return
+	}
+	if err == nil {
+		err = rawErrorReply(cmds)
+	}
+	s.nodeObserver("pipeline", time.Since(start), err)
 }
 
 type observeHook struct{ fn CommandObserver }

@@ -786,9 +786,11 @@ func parseEntries(raw []byte) ([]Record, error) {
 			case isHeaderField(name):
 				if headers == nil {
 					// Sized as if every entry from this one on had as many headers as this one can
-					// have (writers put them after the other fields); more make it grow, and the
-					// records before keep their views of the smaller slab.
-					headers = make([]Header, 0, (fields-j)*(n-int64(len(recs))))
+					// have (writers put them after the other fields), but for no more than the rest
+					// of the reply can hold (a header takes 14 bytes at least: one record with many
+					// headers among plain ones must not size it); more make it grow, and the records
+					// before keep their views of the smaller slab.
+					headers = make([]Header, 0, min((fields-j)*(n-int64(len(recs))), int64(len(raw)-r.at)/14+1))
 				}
 				h := Header{Key: stringView(name[2:]), Value: val}
 				if name[1] == 'n' { // "hn:": a null value

@@ -228,6 +228,9 @@ func (w *replyBuffer) ReadFrom(r io.Reader) (int64, error) {
 	}
 	var total int64
 	for {
+		if lr, ok := r.(*io.LimitedReader); ok && lr.N <= 0 {
+			return total, nil // all read: no room wanted for the EOF
+		}
 		w.room(1)
 		n, err := r.Read(w.b[len(w.b):cap(w.b)])
 		w.b = w.b[:len(w.b)+n]

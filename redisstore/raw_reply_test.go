@@ -3,9 +3,13 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -296,7 +300,17 @@ func startSlotMove(t *testing.T, key string) *slotMove {
 			m.finish()
 			return
 		}
-		for _, s := range cluster.Masters { // the test failed half way: at least end the migration
+		// The test failed half way: keys already migrated go back (the importing master takes
+		// commands for the slot after ASKING), and the migration ends.
+		conn := m.to.Conn()
+		defer conn.Close()
+		host, port, _ := strings.Cut(m.from.Options().Addr, ":")
+		keys, _ := conn.ClusterGetKeysInSlot(ctx, int(m.slot), 1000).Result()
+		for _, k := range keys {
+			conn.Do(ctx, "ASKING")
+			conn.Do(ctx, "MIGRATE", host, port, k, 0, 5000)
+		}
+		for _, s := range cluster.Masters {
 			m.node(s.Addr).Do(ctx, "CLUSTER", "SETSLOT", m.slot, "STABLE")
 		}
 	})
@@ -413,5 +427,49 @@ func TestObserverSeesRawErrorReplies(t *testing.T) {
 	_ = run(ctx, []redis.Cmder{ok, refused})
 	if len(seen) != 2 || seen[0] != nil || !redis.HasErrorPrefix(seen[1], "EXECABORT") {
 		t.Fatalf("observed %v, want nil then the EXECABORT", seen)
+	}
+}
+
+// One record with many headers among plain ones does not size the header slab for them all: the slab
+// is bounded by what the rest of the reply can hold.
+func TestParseEntriesHeaderSlabBounded(t *testing.T) {
+	raw := rangeReply(2001, func(i int) []string {
+		fields := []string{"ts", "1", "value", "v"}
+		if i == 0 {
+			for h := range 1000 {
+				fields = append(fields, fmt.Sprintf("h:%d", h), "x")
+			}
+		}
+		return fields
+	})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	recs, err := parseEntries(raw)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(recs) != 2001 || len(recs[0].Headers) != 1000 || recs[1].Headers != nil {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Fatalf("parsing a %d KB reply allocated %d MB", len(raw)>>10, grew>>20)
+	}
+}
+
+// On a cluster the appends run on node clients, outside the cluster client's hooks: they are reported
+// to the observer all the same.
+func TestObserverSeesClusterAppends(t *testing.T) {
+	s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
+	topic := mustCreateTopic(t, s, "observed", 1).Name
+	var mu sync.Mutex
+	var seen []string
+	s.Observe(func(cmd string, _ time.Duration, _ error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, cmd)
+	})
+	mustAppend(t, s, &Batch{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("o", 2)})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(seen, "pipeline") {
+		t.Fatalf("observed %v, want the append's pipeline", seen)
 	}
 }

@@ -66,6 +66,9 @@ type Store struct {
 	probes     sync.WaitGroup
 	probeCtx   context.Context
 	stopProbes context.CancelFunc
+	// nodeObserver is Observe's observer on a cluster, told of the appends' pipelines (nil: none, or
+	// a standalone server, whose client's hooks see them).
+	nodeObserver CommandObserver
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
