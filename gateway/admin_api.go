@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -174,33 +175,68 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	for n := range live {
 		set[n] = true
 	}
-	out := make([]groupSummary, 0, len(set))
+	list := make([]string, 0, len(set))
 	for name := range set {
-		gs := groupSummary{Group: name, State: "Empty", Source: "redis"}
-		if c, ok := g.nodes.coordinatorFor(name); ok {
-			gs.Coordinator = c.ID
-		}
-		if info, ok := live[name]; ok {
-			// List leaves Members out; Describe has them (unless the group went away meanwhile).
-			gs.State, gs.Source = info.State, "coordinator"
-			if d, ok := g.coord.Describe(ctx, name); ok {
-				gs.State, gs.Members = d.State, len(d.Members)
+		list = append(list, name)
+	}
+	// Groups are summarised by a few workers at a time: each may wait on its coordinating peer for up
+	// to a second (remoteGroup), and one peer that does not answer would otherwise cost a second per
+	// group it coordinates.
+	out := make([]groupSummary, len(list))
+	errs := make([]error, len(list))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(groupListWorkers, len(list)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = g.groupSummary(ctx, list[i], live)
 			}
-		} else if remote, ok := g.remoteGroup(ctx, name); ok {
-			gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
-		}
-		offs, err := g.groupOffsets(ctx, name, "")
+		}()
+	}
+	for i := range list {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			storeError(w, err) // a lag of 0 would look caught up
 			return
 		}
-		for _, o := range offs {
-			gs.TotalLag += o.Lag
-		}
-		out = append(out, gs)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	writeJSON(w, http.StatusOK, out)
+}
+
+// groupListWorkers is how many groups GET /api/v1/groups summarises at once.
+const groupListWorkers = 8
+
+// groupSummary is one group's line in GET /api/v1/groups: its live state from this gateway's memory
+// (live) or its coordinating peer, and its total lag.
+func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo) (groupSummary, error) {
+	gs := groupSummary{Group: name, State: "Empty", Source: "redis"}
+	if c, ok := g.nodes.coordinatorFor(name); ok {
+		gs.Coordinator = c.ID
+	}
+	if info, ok := live[name]; ok {
+		// List leaves Members out; Describe has them (unless the group went away meanwhile).
+		gs.State, gs.Source = info.State, "coordinator"
+		if d, ok := g.coord.Describe(ctx, name); ok {
+			gs.State, gs.Members = d.State, len(d.Members)
+		}
+	} else if remote, ok := g.remoteGroup(ctx, name); ok {
+		gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
+	}
+	offs, err := g.groupOffsets(ctx, name, "")
+	if err != nil {
+		return gs, err
+	}
+	for _, o := range offs {
+		gs.TotalLag += o.Lag
+	}
+	return gs, nil
 }
 
 // remoteGroup asks the coordinating gateway for a group's live state (nil when unreachable or self).

@@ -20,6 +20,8 @@ import (
 
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/internal/redistest"
+	"net"
+	"sync"
 )
 
 // Issue 4, the admin HTTP API end to end: a real franz-go group consumer commits through the gateway,
@@ -889,6 +891,87 @@ func TestAdminGroupChangeNeedsItsCoordinator(t *testing.T) {
 		}
 		if o, ok := offs.Lookup(topic, 0); !ok || o.At != 3 {
 			t.Fatalf("committed offset after the refused changes: %+v (found %v), want 3", o, ok)
+		}
+	})
+}
+
+// GET /api/v1/groups asks each group's coordinating peer for its live state, a second at most; a peer
+// whose admin API takes connections and never answers costs that second once, not once per group it
+// coordinates (the groups are summarised a few at a time). The list still comes, from Redis.
+func TestAdminGroupsPeerNotAnswering(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		stall, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held sync.WaitGroup
+		var mu sync.Mutex
+		var conns []net.Conn
+		held.Add(1)
+		go func() { // accepts and never answers, until the test ends
+			defer held.Done()
+			for {
+				c, err := stall.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+		t.Cleanup(func() {
+			stall.Close()
+			held.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range conns {
+				c.Close()
+			}
+		})
+		fast := func(id int32, advertise string) func(*gateway.Config) {
+			return func(c *gateway.Config) {
+				c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
+				if advertise != "" {
+					c.AdminAdvertised = advertise
+				}
+			}
+		}
+		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
+		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall.Addr().String())})
+		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
+		ctx := testCtx(t, 60*time.Second)
+		topic := "adm-stalled-peer"
+		adm := newAdmin(t, g0)
+		admCreateTopics(t, ctx, adm, 1, nil, topic)
+		const groups = 6
+		for k := range groups {
+			group := admCoordinatedBy(fmt.Sprintf("adm-stalled-%d", k), 1)
+			offs := kadm.Offsets{}
+			offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 0, LeaderEpoch: -1})
+			resp, err := adm.CommitOffsets(ctx, group, offs)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				t.Fatalf("commit for %s: %v", group, err)
+			}
+		}
+		start := time.Now()
+		var list []admGroupSummary
+		admJSON(t, http.MethodGet, g0.AdminURL+"/api/v1/groups", nil, http.StatusOK, &list)
+		took := time.Since(start)
+		if len(list) != groups {
+			t.Fatalf("group list: %+v, want the %d groups", list, groups)
+		}
+		for _, gs := range list {
+			if gs.Coordinator != 1 || gs.Source != "redis" {
+				t.Fatalf("group %+v, want coordinated by 1 and read from Redis", gs)
+			}
+		}
+		// One by one, each group waited out the peer's second: 6 s at least.
+		if took > 4*time.Second {
+			t.Fatalf("the list took %v with a peer that does not answer, want about one peer timeout", took)
 		}
 	})
 }
