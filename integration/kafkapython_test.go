@@ -174,7 +174,7 @@ func TestKafkaPython(t *testing.T) {
 			{"LeaveGroup", 13, []int16{1}},
 			{"OffsetCommit", 8, []int16{2}},
 			{"OffsetFetch", 9, []int16{1}},
-			{"Heartbeat", 12, nil}, // checked below: v1 if any was sent
+			{"Heartbeat", 12, []int16{1}}, // the script's 100 ms heartbeat interval has it send some
 		} {
 			var got []int16
 			for _, suffix := range clients {
@@ -182,12 +182,6 @@ func TestKafkaPython(t *testing.T) {
 			}
 			slices.Sort(got)
 			got = slices.Compact(got)
-			if c.key == 12 {
-				if len(got) > 0 && !slices.Equal(got, []int16{1}) {
-					t.Errorf("kafka-python sent Heartbeat versions %v, want v1", got)
-				}
-				continue
-			}
 			if !slices.Equal(got, c.want) {
 				t.Errorf("kafka-python sent %s versions %v, want %v", c.name, got, c.want)
 			}

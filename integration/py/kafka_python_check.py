@@ -126,7 +126,7 @@ def main():
     def group_consumer(name):
         return KafkaConsumer(
             topic, group_id=group, client_id=CLIENT + "-" + name, enable_auto_commit=False,
-            auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=1000,
+            auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=100,
             fetch_max_wait_ms=200, **common)
 
     summary["step"] = "group1"
