@@ -611,6 +611,8 @@ func TestGroupErrors(t *testing.T) {
 		wantCode(t, "simple commit to a group with members", commit("", -1, "errs", 1), kerr.UnknownMemberID)
 		wantCode(t, "commit by the member", commit(m, gen, "errs", 2), nil)
 		wantCode(t, "commit to an unknown topic", commit(m, gen, "no-such-topic", 2), kerr.UnknownTopicOrPartition)
+		// A documented deviation (COMPATIBILITY.md): Apache stores a negative offset, kgate refuses it.
+		wantCode(t, "commit of a negative offset", commit(m, gen, "errs", -1), kerr.InvalidCommitOffsetSize)
 		if o := fetchOne(t, c, group, "errs", 0); o != 2 {
 			t.Fatalf("committed %d, want only the member's commit (2)", o)
 		}
