@@ -184,22 +184,7 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	// group it coordinates.
 	out := make([]groupSummary, len(list))
 	errs := make([]error, len(list))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(groupListWorkers, len(list)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i], errs[i] = g.groupSummary(ctx, list[i], live)
-			}
-		}()
-	}
-	for i := range list {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	eachAtOnce(len(list), groupWorkers, func(i int) { out[i], errs[i] = g.groupSummary(ctx, list[i], live) })
 	for _, err := range errs {
 		if err != nil {
 			storeError(w, err) // a lag of 0 would look caught up
@@ -210,8 +195,26 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// groupListWorkers is how many groups GET /api/v1/groups summarises at once.
-const groupListWorkers = 8
+// groupWorkers is how many groups GET /api/v1/groups and a metrics scrape read at once.
+const groupWorkers = 8
+
+// eachAtOnce calls fn(0) to fn(n-1), workers of them at a time, and returns when all have returned.
+func eachAtOnce(n, workers int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
 
 // groupSummary is one group's line in GET /api/v1/groups: its live state from this gateway's memory
 // (live) or its coordinating peer, and its total lag.

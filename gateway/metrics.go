@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -344,16 +345,20 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	series, dropped := 0, 0
+	var own []string // the coordinating gateway exports a group, so each series has one source
 	for _, name := range names {
-		if !g.nodes.isCoordinator(name) {
-			continue // the coordinating gateway exports it, so each series has one source
+		if g.nodes.isCoordinator(name) {
+			own = append(own, name)
 		}
-		offs, err := g.groupOffsets(ctx, name, "")
-		if err != nil {
-			continue
-		}
-		for _, o := range offs {
+	}
+	slices.Sort(own)
+	// Read a few groups at a time: one by one, a group whose read waits (its slot's master slow or
+	// gone) held up every group after it until the scrape's deadline.
+	offsets := make([][]partitionOffset, len(own))
+	eachAtOnce(len(own), groupWorkers, func(i int) { offsets[i], _ = g.groupOffsets(ctx, own[i], "") })
+	series, dropped := 0, 0
+	for i, name := range own {
+		for _, o := range offsets[i] { // none when the read failed
 			if o.UnknownTopic {
 				continue
 			}

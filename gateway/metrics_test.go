@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -112,5 +113,41 @@ func TestMetricsForgetDeletedTopicsAndGroups(t *testing.T) {
 	}
 	if m := scrape(); strings.Contains(m, `topic="fleeting"`) || strings.Contains(m, `group="fleeting-group"`) {
 		t.Fatalf("series left after the deletes:\n%s", m)
+	}
+}
+
+// A scrape reads the groups' offsets a few at a time: one group whose read waits (here, forever: its
+// Redis connection stalls) costs the scrape its deadline but not the other groups' lag series, which a
+// scrape reading one group after another lost with the deadline.
+func TestLagMetricsNotHeldUpByOneGroup(t *testing.T) {
+	m := startMiniredis(t)
+	p := redistest.StartProxy(t, m.Addr())
+	// Commands wait longer than the scrape's 5 s: the stalled read ends with the scrape's deadline.
+	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: 10 * time.Second, DialTimeout: time.Second})
+	g, _ := serveOn(t, store, Config{LagMetrics: true, LagMaxSeries: 100})
+	ctx := t.Context()
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	groups := []string{"lag-a", "lag-b", "lag-c", "lag-d", "lag-e", "lag-f"}
+	for _, group := range groups {
+		if errs := store.CommitOffsets(ctx, group, []redisstore.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+	}
+	// The first group in the scrape's order; its timestamp sidecar, which only reading its offsets touches.
+	p.Stall("kgate:offsets-ts:{" + redisstore.GroupTag("lag-a") + "}:lag-a")
+	rec := httptest.NewRecorder()
+	g.metricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	select {
+	case <-p.Stalled():
+	default:
+		t.Fatal("the scrape never read the stalled group's offsets")
+	}
+	for _, group := range groups[1:] {
+		if !strings.Contains(body, `kgate_group_lag{group="`+group+`"`) {
+			t.Errorf("no lag series for %s while lag-a's read stalled:\n%s", group, body)
+		}
 	}
 }
