@@ -179,12 +179,13 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	for name := range set {
 		list = append(list, name)
 	}
-	// Groups are summarised by a few workers at a time: each may wait on its coordinating peer for up
-	// to a second (remoteGroup), and one peer that does not answer would otherwise cost a second per
-	// group it coordinates.
+	// Groups are summarised a few at a time, and a peer that did not answer for one group is not asked
+	// for the others: each question may wait a second (remoteGroup), so one peer that takes connections
+	// and never answers cost a second per group it coordinates.
 	out := make([]groupSummary, len(list))
 	errs := make([]error, len(list))
-	eachAtOnce(len(list), groupWorkers, func(i int) { out[i], errs[i] = g.groupSummary(ctx, list[i], live) })
+	var silent sync.Map // node ids of peers that did not answer
+	eachAtOnce(len(list), groupWorkers, func(i int) { out[i], errs[i] = g.groupSummary(ctx, list[i], live, &silent) })
 	for _, err := range errs {
 		if err != nil {
 			storeError(w, err) // a lag of 0 would look caught up
@@ -217,8 +218,9 @@ func eachAtOnce(n, workers int, fn func(i int)) {
 }
 
 // groupSummary is one group's line in GET /api/v1/groups: its live state from this gateway's memory
-// (live) or its coordinating peer, and its total lag.
-func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo) (groupSummary, error) {
+// (live) or its coordinating peer (unless that peer is in silent, which it joins when it does not
+// answer), and its total lag.
+func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo, silent *sync.Map) (groupSummary, error) {
 	gs := groupSummary{Group: name, State: "Empty", Source: "redis"}
 	if c, ok := g.nodes.coordinatorFor(name); ok {
 		gs.Coordinator = c.ID
@@ -229,8 +231,14 @@ func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string
 		if d, ok := g.coord.Describe(ctx, name); ok {
 			gs.State, gs.Members = d.State, len(d.Members)
 		}
-	} else if remote, ok := g.remoteGroup(ctx, name); ok {
-		gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
+	} else if n, ok := g.nodes.coordinatorFor(name); ok && n.ID != g.cfg.NodeID && n.Admin != "" {
+		if _, skip := silent.Load(n.ID); !skip {
+			if remote, ok := g.remoteGroup(ctx, name); ok {
+				gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
+			} else {
+				silent.Store(n.ID, true)
+			}
+		}
 	}
 	offs, err := g.groupOffsets(ctx, name, "")
 	if err != nil {

@@ -316,6 +316,9 @@ func (g *Gateway) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, own}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
+// groupScrapeTimeout bounds the read of one group's offsets in a scrape: a few round trips to Redis.
+const groupScrapeTimeout = time.Second
+
 // groupCollector reports one gateway's group states and lag at scrape time.
 type groupCollector struct{ g *Gateway }
 
@@ -352,10 +355,14 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 		}
 	}
 	slices.Sort(own)
-	// Read a few groups at a time: one by one, a group whose read waits (its slot's master slow or
-	// gone) held up every group after it until the scrape's deadline.
+	// Read a few groups at a time, each for a second at most: one by one, a group whose read waits
+	// (its slot's master slow or gone) held up every group after it until the scrape's deadline.
 	offsets := make([][]partitionOffset, len(own))
-	eachAtOnce(len(own), groupWorkers, func(i int) { offsets[i], _ = g.groupOffsets(ctx, own[i], "") })
+	eachAtOnce(len(own), groupWorkers, func(i int) {
+		gctx, cancel := context.WithTimeout(ctx, groupScrapeTimeout)
+		defer cancel()
+		offsets[i], _ = g.groupOffsets(gctx, own[i], "")
+	})
 	series, dropped := 0, 0
 	for i, name := range own {
 		for _, o := range offsets[i] { // none when the read failed

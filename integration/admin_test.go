@@ -896,8 +896,9 @@ func TestAdminGroupChangeNeedsItsCoordinator(t *testing.T) {
 }
 
 // GET /api/v1/groups asks each group's coordinating peer for its live state, a second at most; a peer
-// whose admin API takes connections and never answers costs that second once, not once per group it
-// coordinates (the groups are summarised a few at a time). The list still comes, from Redis.
+// whose admin API takes connections and never answers costs that second about once, not once per
+// group it coordinates (groups are summarised a few at a time, and a peer that did not answer is not
+// asked again). The list still comes, from Redis.
 func TestAdminGroupsPeerNotAnswering(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		stall, err := net.Listen("tcp", "127.0.0.1:0")

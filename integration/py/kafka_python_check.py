@@ -140,6 +140,11 @@ def main():
         seen[r.partition].append(r.offset)
 
     poll_until(c, lambda: all(len(v) == per for v in seen.values()), deadline, on1)
+    # Stay in the group for a few heartbeat intervals (100 ms), so Heartbeat is spoken too: the first
+    # goes out only after the member has been stable for one.
+    stay = time.time() + 0.5
+    while time.time() < stay:
+        check(not c.poll(timeout_ms=50), "records past the end of the partitions")
     summary["group1"] = {str(p): v for p, v in seen.items()}
     c.commit({tp: OffsetAndMetadata(mid, "") for tp in tps})
     cached = {str(tp.partition): c.committed(tp) for tp in tps}  # the consumer's own record of it
