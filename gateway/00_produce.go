@@ -98,6 +98,7 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 					break
 				}
 				j.decompressed += decompressed
+				b.Durable = req.Acks == -1 // acks=1 and 0 do not wait for redis.wait_replicas / wait_aof
 				if b.LogAppendTime != 0 {
 					sp.LogAppendTime = b.LogAppendTime
 				}

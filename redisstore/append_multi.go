@@ -79,6 +79,15 @@ if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then
     removePast(stream, nxt)
     return {-1, -4}
   end
+  if last then
+    -- The top is one of this block's XADDs (0-* can only follow an ID of that form), each of which
+    -- then landed: the stream lost entries kgate stored (deleted or evicted). Undo them, as the
+    -- batch is not stored; a stream they alone make up goes with them.
+    local added = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', n)
+    local first = #added > 0 and tonumber(string.match(added[#added][1], '^0%-(%d+)$'))
+    if first then removePast(stream, first - 1) end
+    if redis.call('XLEN', stream) == 0 then redis.call('DEL', stream) end
+  end
   return {-1, -2}
 end
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)

@@ -54,7 +54,7 @@ func TestDurableAppendStandalone(t *testing.T) {
 	for round := range 3 {
 		var batches []*Batch
 		for p := range int32(3) {
-			batches = append(batches, &Batch{Topic: "dur", Partition: p, Records: plain("r", 2), ProducerID: -1})
+			batches = append(batches, &Batch{Topic: "dur", Partition: p, Records: plain("r", 2), ProducerID: -1, Durable: true})
 		}
 		for i, res := range s.Append(ctx, batches) {
 			if res.Err != nil || res.BaseOffset != int64(2*round) {
@@ -70,12 +70,25 @@ func TestDurableAppendStandalone(t *testing.T) {
 
 	// More replicas than exist: written, but not confirmed.
 	two := openStore(t, Options{Addrs: []string{master.Addr}, Namespace: ns, WaitReplicas: 2, WaitTimeout: 50 * time.Millisecond})
-	res := two.Append(ctx, []*Batch{{Topic: "dur", Records: plain("x", 1), ProducerID: -1}})[0]
+	res := two.Append(ctx, []*Batch{{Topic: "dur", Records: plain("x", 1), ProducerID: -1, Durable: true}})[0]
 	if !errors.Is(res.Err, ErrNotDurable) || IsUnavailable(res.Err) {
 		t.Fatalf("WaitReplicas 2 with one replica: %+v, want ErrNotDurable", res)
 	}
 	if offs, _ := s.PartitionOffsets(ctx, "dur", []int32{0}); offs[0].End != 7 {
 		t.Fatalf("the unconfirmed write is missing: %+v", offs)
+	}
+	// Only Durable batches (acks=all) wait: beside one that is not confirmed, a batch that is not
+	// Durable (acks=1) succeeds once Redis applied it, and alone it does not wait at all. (It was told
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND, and a retry stored it twice.)
+	mixed := two.Append(ctx, []*Batch{
+		{Topic: "dur", Partition: 1, Records: plain("d", 1), ProducerID: -1, Durable: true},
+		{Topic: "dur", Partition: 2, Records: plain("n", 1), ProducerID: -1},
+	})
+	if !errors.Is(mixed[0].Err, ErrNotDurable) || mixed[1].Err != nil || mixed[1].BaseOffset != 6 {
+		t.Fatalf("a Durable and a plain batch, WaitReplicas 2 with one replica: %+v", mixed)
+	}
+	if res := two.Append(ctx, []*Batch{{Topic: "dur", Partition: 2, Records: plain("n", 1), ProducerID: -1}})[0]; res.Err != nil || res.BaseOffset != 7 {
+		t.Fatalf("a plain batch alone, WaitReplicas 2: %+v", res)
 	}
 
 	// A stalled replica confirms nothing, also under concurrent appends sharing the pool. (WAIT must
@@ -100,7 +113,7 @@ func TestDurableAppendStandalone(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for range 2 {
-				res := stalled.Append(ctx, []*Batch{{Topic: "dur", Partition: int32(w % 3), Records: plain("s", 1), ProducerID: -1}})[0]
+				res := stalled.Append(ctx, []*Batch{{Topic: "dur", Partition: int32(w % 3), Records: plain("s", 1), ProducerID: -1, Durable: true}})[0]
 				if !errors.Is(res.Err, ErrNotDurable) {
 					mu.Lock()
 					confirmed++
@@ -127,9 +140,9 @@ func TestDurableAppendCluster(t *testing.T) {
 	mustCreateTopic(t, s, "durc", parts)
 	var batches []*Batch
 	for p := range int32(parts) {
-		batches = append(batches, &Batch{Topic: "durc", Partition: p, Records: plain("r", int(p)+1), ProducerID: -1})
+		batches = append(batches, &Batch{Topic: "durc", Partition: p, Records: plain("r", int(p)+1), ProducerID: -1, Durable: true})
 	}
-	batches = append(batches, &Batch{Topic: "durc", Partition: 3, Records: plain("again", 1), ProducerID: -1})
+	batches = append(batches, &Batch{Topic: "durc", Partition: 3, Records: plain("again", 1), ProducerID: -1, Durable: true})
 	res := s.Append(t.Context(), batches)
 	for i, r := range res {
 		if !errors.Is(r.Err, ErrNotDurable) {

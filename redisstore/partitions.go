@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type Batch struct {
 	// set for topics whose partitions got theirs at creation (Topic.PartitionMeta), where a missing one
 	// means the topic was deleted, so an append still in flight cannot bring the partition back.
 	KnownPartition bool
+	// Durable has the append wait for Options.WaitReplicas / WaitAOF before it succeeds (a Kafka
+	// producer's acks=all); other batches are answered once Redis applied them.
+	Durable bool
 
 	// runOf, set only on a run that mergeRuns built, holds the batches it is made of, in order.
 	runOf []*Batch
@@ -243,7 +247,7 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	}
 	out := make([]AppendResult, len(batches))
 	switch {
-	case s.opts.WaitReplicas > 0 || s.opts.WaitAOF:
+	case (s.opts.WaitReplicas > 0 || s.opts.WaitAOF) && slices.ContainsFunc(batches, func(b *Batch) bool { return b.Durable }):
 		s.appendDurable(ctx, batches, out)
 	case s.autoSeq.Load():
 		s.appendRuns(ctx, batches, out)
@@ -340,14 +344,14 @@ func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []Appen
 			s.appendOn(ctx, conn, sub, res)
 		}
 		var err error
-		for _, r := range res {
-			if r.Err == nil {
+		for j, r := range res {
+			if r.Err == nil && sub[j].Durable {
 				err = s.waitDurable(ctx, conn)
 				break
 			}
 		}
 		for j := range res {
-			if res[j].Err == nil {
+			if res[j].Err == nil && sub[j].Durable {
 				res[j].Err = err
 			}
 		}

@@ -1103,3 +1103,31 @@ func TestReadNearMaxOffset(t *testing.T) {
 		}
 	})
 }
+
+// TestAppendRefusedAfterStreamLost: a partition's stream deleted (or evicted) while its meta hash stays
+// makes the next append fail with ErrStreamConflict and store nothing: its records are not left in the
+// stream, where reads would serve them at offsets other appends had (they were, before).
+func TestAppendRefusedAfterStreamLost(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		if !s.autoSeq.Load() {
+			t.Skip("the script append writes explicit IDs and checks before writing")
+		}
+		ctx := t.Context()
+		mustCreateTopic(t, s, "lost", 1)
+		mustAppend(t, s, &Batch{Topic: "lost", Partition: 0, Records: plain("a", 5), ProducerID: -1})
+		key := s.StreamKey("lost", 0)
+		if err := s.Client().Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		res := s.Append(ctx, []*Batch{{Topic: "lost", Partition: 0, Records: plain("b", 2), ProducerID: -1}})
+		if !errors.Is(res[0].Err, ErrStreamConflict) {
+			t.Fatalf("append after the stream was lost: %+v, want ErrStreamConflict", res[0])
+		}
+		if n := s.Client().XLen(ctx, key).Val(); n != 0 {
+			t.Fatalf("XLEN %d after the refused append, want its records undone", n)
+		}
+		if got := mustRead(t, s, "lost", 0, 0, 10); len(got.Records) != 0 {
+			t.Fatalf("read after the refused append: %d records, want none", len(got.Records))
+		}
+	})
+}

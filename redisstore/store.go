@@ -26,9 +26,9 @@ type Options struct {
 	CommandTimeout time.Duration // default 5s; bounds every call that arrives without a deadline
 	PoolSize       int           // 0: go-redis default
 
-	// WaitReplicas, when > 0, makes appends with WaitDurable wait (WAIT) for that many replicas.
+	// WaitReplicas, when > 0, makes appends of Durable batches wait (WAIT) for that many replicas.
 	WaitReplicas int
-	// WaitAOF makes appends with WaitDurable wait (WAITAOF) for the primary's AOF fsync.
+	// WaitAOF makes appends of Durable batches wait (WAITAOF) for the primary's AOF fsync.
 	WaitAOF     bool
 	WaitTimeout time.Duration // default 1s
 }
