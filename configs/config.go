@@ -38,7 +38,10 @@ type Kafka struct {
 	MaxFrameBytes  int32         `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
 	MaxConnections int           `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
 	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection that sends no request, or reads no answer, for this long (Apache's connections.max.idle.ms); 0 = never"`
-	TailCacheBytes int64         `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
+	// ProducerIDExpiration drops an idempotent producer's state in a partition it sent nothing to for
+	// this long.
+	ProducerIDExpiration time.Duration `koanf:"producer_id_expiration" help:"drop an idempotent producer's state in a partition it has not written to for this long (Apache's producer.id.expiration.ms); 0 = never"`
+	TailCacheBytes       int64         `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
 }
 
 // Redis is the backing store. No addresses means the embedded in-process
@@ -104,10 +107,11 @@ type Metrics struct {
 func Default() Config {
 	return Config{
 		Kafka: Kafka{
-			Listen:         "0.0.0.0:9092",
-			MaxFrameBytes:  100 << 20,
-			IdleTimeout:    10 * time.Minute,
-			TailCacheBytes: 64 << 20,
+			Listen:               "0.0.0.0:9092",
+			MaxFrameBytes:        100 << 20,
+			IdleTimeout:          10 * time.Minute,
+			TailCacheBytes:       64 << 20,
+			ProducerIDExpiration: 24 * time.Hour,
 		},
 		Redis: Redis{
 			Namespace:      "kgate",
@@ -190,6 +194,9 @@ func (c Config) Validate() error {
 	}
 	if c.Kafka.IdleTimeout < 0 {
 		add(keyErr("kafka.idle_timeout", "must be >= 0 (0 = never), got %v", c.Kafka.IdleTimeout))
+	}
+	if c.Kafka.ProducerIDExpiration < 0 {
+		add(keyErr("kafka.producer_id_expiration", "must be >= 0 (0 = never), got %v", c.Kafka.ProducerIDExpiration))
 	}
 	if c.Kafka.TailCacheBytes < 0 {
 		add(keyErr("kafka.tail_cache_bytes", "must be >= 0 (0 = off), got %d", c.Kafka.TailCacheBytes))

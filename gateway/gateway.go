@@ -44,6 +44,10 @@ type Config struct {
 	Peers             []Peer
 
 	RetentionCheckInterval time.Duration // how often retention.ms is enforced; default 30s
+	// ProducerIDExpiration drops, at the retention pass, an idempotent producer's state in a partition
+	// it has not written to for this long (Apache's producer.id.expiration.ms); 0: a day, Apache's
+	// default; negative: never.
+	ProducerIDExpiration time.Duration
 
 	LagMetrics   bool // export consumer-group lag per partition
 	LagMaxSeries int
@@ -94,6 +98,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		c.RetentionCheckInterval = 30 * time.Second
+	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
 	}
 	if c.LagMaxSeries <= 0 {
 		c.LagMaxSeries = 1000

@@ -7,7 +7,8 @@ import (
 )
 
 // runRetention enforces retention.ms: records older than the topic's retention are deleted by moving
-// the log start offset (as DeleteRecords does). Each gateway handles the partitions it leads, so the
+// the log start offset (as DeleteRecords does). The same pass drops the idempotence state of producers
+// idle for ProducerIDExpiration. Each gateway handles the partitions it leads, so the
 // work is spread and not repeated. Apache deletes whole segments, so it keeps some older records for a
 // while; kgate deletes record by record and keeps none.
 func (g *Gateway) runRetention(ctx context.Context) {
@@ -25,12 +26,18 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 	for name, t := range topics {
 		v, _ := g.topicConfig(t, "retention.ms")
 		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms < 0 {
-			continue // -1: keep forever
-		}
+		timed := err == nil && ms >= 0 // -1: keep forever
 		cutoff := now.UnixMilli() - ms
 		for p := int32(0); p < t.Partitions; p++ {
 			if g.nodes.leaderFor(name, p).ID != g.cfg.NodeID {
+				continue
+			}
+			if g.cfg.ProducerIDExpiration > 0 {
+				if n, err := g.store.ExpireProducers(ctx, name, p, now.Add(-g.cfg.ProducerIDExpiration), now); err == nil && n > 0 {
+					g.log.Debug().Str("topic", name).Int32("partition", p).Int("producers", n).Msg("idle producers' state dropped")
+				}
+			}
+			if !timed {
 				continue
 			}
 			// The high watermark before the scan: when no record is at or after the cutoff, every one

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -41,5 +42,36 @@ func TestRetentionKeepsRecordsAppendedDuringItsScan(t *testing.T) {
 	}
 	if offs[0].Start != 2 || offs[0].End != 4 {
 		t.Fatalf("after retention: log start %d, high watermark %d; want 2 and 4 (the old records gone, the new ones kept)", offs[0].Start, offs[0].End)
+	}
+}
+
+// The retention pass drops the state of producers idle for ProducerIDExpiration in the partitions this
+// gateway leads, on topics kept forever too; a producer active within it keeps its state.
+func TestRetentionExpiresIdleProducers(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0", ProducerIDExpiration: time.Hour})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "forever", Partitions: 1, Configs: map[string]string{"retention.ms": "-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.ln.Close()
+	produce := func(pid int64, seq int32) error {
+		b := &redisstore.Batch{Topic: "forever", Partition: 0, ProducerID: pid, BaseSequence: seq, KnownPartition: true,
+			Records: []redisstore.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("v")}}}
+		return store.Append(ctx, []*redisstore.Batch{b})[0].Err
+	}
+	for _, pid := range []int64{21, 22} {
+		if err := produce(pid, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.enforceRetention(ctx, time.Now()) // within the hour: both kept
+	if err := produce(21, 7); !errors.Is(err, redisstore.ErrOutOfOrderSequence) {
+		t.Fatalf("producer 21 at seq 7 after 0, state kept: %v, want ErrOutOfOrderSequence", err)
+	}
+	g.enforceRetention(ctx, time.Now().Add(2*time.Hour)) // both idle for two hours by then
+	if err := produce(22, 7); err != nil {
+		t.Fatalf("producer 22 at seq 7 after its state expired: %v, want stored", err)
 	}
 }

@@ -261,3 +261,14 @@ func (s *Store) StreamKey(topic string, partition int32) string {
 func (s *Store) OffsetKeys(group string) (canonical, sidecar, metadata string) {
 	return s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
 }
+
+// ExpireProducers drops the idempotence state of a partition's producers whose last batch was stored
+// before cutoff (Apache's producer.id.expiration.ms): every producer id that wrote to a partition
+// otherwise keeps a field in its meta hash for good. A dropped producer's next batch is accepted at
+// any sequence, as on Apache; a retry of one of its batches from before is then no longer recognised.
+func (s *Store) ExpireProducers(ctx context.Context, topic string, partition int32, cutoff, now time.Time) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	n, err := expireProducersScript.Run(ctx, s.rdb, []string{s.keys.meta(topic, partition)}, cutoff.UnixMilli(), now.UnixMilli()).Int()
+	return n, err
+}

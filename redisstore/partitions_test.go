@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kgate/kgate/internal/redistest"
+	"time"
 )
 
 // rawEntries reads a partition stream with the raw client.
@@ -317,9 +318,13 @@ func TestIdempotentAppend(t *testing.T) {
 		if res := s.Append(ctx, []*Batch{idem("idem", pid, 0, 0, 3)})[0]; !errors.Is(res.Err, ErrInvalidEpoch) {
 			t.Errorf("retry from the stale epoch: %+v, want ErrInvalidEpoch", res)
 		}
-		// A producer never seen must start at 0.
-		if res := s.Append(ctx, []*Batch{idem("idem", pid+100, 0, 1, 1)})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
-			t.Errorf("unknown producer at seq 1: %+v, want ErrOutOfOrderSequence", res)
+		// A producer with no state here (never seen, or expired: ExpireProducers) may start at any
+		// sequence, as on Apache; from there on it is held to it.
+		if res := s.Append(ctx, []*Batch{idem("idem", pid+100, 0, 1, 1)})[0]; res.Err != nil || res.BaseOffset != 6 {
+			t.Errorf("unknown producer at seq 1: %+v, want stored at 6", res)
+		}
+		if res := s.Append(ctx, []*Batch{idem("idem", pid+100, 0, 3, 1)})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+			t.Errorf("the same producer at seq 3 after 1: %+v, want ErrOutOfOrderSequence", res)
 		}
 		// Non-idempotent batches are never deduplicated.
 		a := appendOne(t, s, "idem", 0, plain("n", 1)...)
@@ -327,11 +332,11 @@ func TestIdempotentAppend(t *testing.T) {
 		if b != a+1 {
 			t.Errorf("non-idempotent appends at %d then %d", a, b)
 		}
-		if n := xlen(); n != 8 {
-			t.Fatalf("XLEN %d, want 8", n)
+		if n := xlen(); n != 9 {
+			t.Fatalf("XLEN %d, want 9", n)
 		}
-		if offs, _ := s.PartitionOffsets(ctx, "idem", []int32{0}); offs[0].End != 8 {
-			t.Fatalf("high watermark %d, want 8", offs[0].End)
+		if offs, _ := s.PartitionOffsets(ctx, "idem", []int32{0}); offs[0].End != 9 {
+			t.Fatalf("high watermark %d, want 9", offs[0].End)
 		}
 	})
 }
@@ -1128,6 +1133,55 @@ func TestAppendRefusedAfterStreamLost(t *testing.T) {
 		}
 		if got := mustRead(t, s, "lost", 0, 0, 10); len(got.Records) != 0 {
 			t.Fatalf("read after the refused append: %d records, want none", len(got.Records))
+		}
+	})
+}
+
+// TestProducerStateExpires: a producer's state carries the time of its last batch; ExpireProducers
+// drops the state of producers idle since before its cutoff (their next batch may then start at any
+// sequence) and keeps the others', and state written without a time gets one, so it expires later.
+func TestProducerStateExpires(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "expiring", 1)
+		meta := s.keys.meta("expiring", 0)
+		for _, pid := range []int64{11, 12} {
+			b := &Batch{Topic: "expiring", Partition: 0, ProducerID: pid, BaseSequence: 0, Records: plain("e", 2)}
+			if r := s.Append(ctx, []*Batch{b})[0]; r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+		used, err := s.Client().HGet(ctx, meta, "t:11").Int64()
+		if err != nil || time.Since(time.UnixMilli(used)).Abs() > time.Minute {
+			t.Fatalf("last use of producer 11: %d, %v; want about now", used, err)
+		}
+		// State written before times were kept: no t: field.
+		if err := s.Client().HSet(ctx, meta, "p:13", "0,4").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().HSet(ctx, meta, "t:12", time.Now().Add(-48*time.Hour).UnixMilli()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		n, err := s.ExpireProducers(ctx, "expiring", 0, now.Add(-24*time.Hour), now)
+		if err != nil || n != 1 {
+			t.Fatalf("expired %d, %v; want producer 12 alone", n, err)
+		}
+		fields, err := s.Client().HGetAll(ctx, meta).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f, want := range map[string]bool{"p:11": true, "t:11": true, "p:12": false, "t:12": false, "p:13": true, "t:13": true} {
+			if _, ok := fields[f]; ok != want {
+				t.Errorf("field %s present %v after the expiry, want %v (%v)", f, ok, want, fields)
+			}
+		}
+		// Producer 12 starts over at any sequence; 11 is still held to its own.
+		if r := s.Append(ctx, []*Batch{{Topic: "expiring", Partition: 0, ProducerID: 12, BaseSequence: 40, Records: plain("f", 1)}})[0]; r.Err != nil {
+			t.Errorf("expired producer at seq 40: %+v, want stored", r)
+		}
+		if r := s.Append(ctx, []*Batch{{Topic: "expiring", Partition: 0, ProducerID: 11, BaseSequence: 40, Records: plain("f", 1)}})[0]; !errors.Is(r.Err, ErrOutOfOrderSequence) {
+			t.Errorf("live producer at seq 40 after 1: %+v, want ErrOutOfOrderSequence", r)
 		}
 	})
 }

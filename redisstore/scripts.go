@@ -25,6 +25,9 @@ import (
 // the producers hash. The next batch in sequence, a producer's usual case, is accepted from the
 // state's first two numbers alone; only a batch out of sequence has the entries parsed.
 //
+// A producer's state comes with the field "t:<producer id>", the Redis time (ms) of its last accepted
+// batch, by which ExpireProducers drops the state of producers idle for long.
+//
 // finishBatch moves the high watermark, records the batches just stored (subs, "first seq:last
 // seq:base offset", newest first) ahead of the state's entries, five at most, and saves the producer
 // state, all in one HSET. From the k candidate pairs (record index, timestamp) starting at ARGV[first]
@@ -55,7 +58,9 @@ local function checkProducer(prods, pid, epoch, seq, n, start, st)
   end
   if epoch < sepoch then return {-1, 47} end
   if epoch > sepoch then
-    if seq ~= 0 then return {-1, 45} end
+    -- A new epoch starts at sequence 0; a producer with no state here (never seen, or its state
+    -- expired: ExpireProducers) may start anywhere, as on Apache.
+    if seq ~= 0 and st then return {-1, 45} end
     return nil, '', last, legacy
   end
   -- The next batch in sequence cannot be a retry: the state's entries all end at or before slast.
@@ -100,7 +105,9 @@ local function finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept,
     st[#st + 1] = cut and string.sub(kept, 1, cut - 1) or kept
   end
   st = table.concat(st, ',')
+  local now = redis.call('TIME')
   h[#h + 1], h[#h + 2] = 'p:' .. pid, st
+  h[#h + 1], h[#h + 2] = 't:' .. pid, string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
   redis.call('HSET', meta, unpack(h))
   if legacy then redis.call('HDEL', prods, pid) end
 end
@@ -202,4 +209,30 @@ if n > 0 then
   end
 end
 return acked
+`)
+
+// expireProducersScript drops the state of the producers of a partition's meta hash (KEYS[1]) whose
+// last batch is older than ARGV[1] (ms); state without a time (written before times were kept) gets
+// ARGV[2], the time now, so it expires as if last used then. Returns the number of producers dropped.
+var expireProducersScript = redis.NewScript(`
+local meta, cutoff, now = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+local f = redis.call('HGETALL', meta)
+local used = {}
+for i = 1, #f, 2 do
+  if string.sub(f[i], 1, 2) == 't:' then used[string.sub(f[i], 3)] = tonumber(f[i + 1]) end
+end
+local dropped = 0
+for i = 1, #f, 2 do
+  if string.sub(f[i], 1, 2) == 'p:' then
+    local pid = string.sub(f[i], 3)
+    local t = used[pid]
+    if not t then
+      redis.call('HSET', meta, 't:' .. pid, now)
+    elseif t < cutoff then
+      redis.call('HDEL', meta, f[i], 't:' .. pid)
+      dropped = dropped + 1
+    end
+  end
+end
+return dropped
 `)

@@ -79,6 +79,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		MaxMessageBytes:       cfg.Topics.MaxMessageBytes,
 		SlowRequest:           neverIfZero(cfg.Log.SlowRequest),
 		IdleTimeout:           neverIfZero(cfg.Kafka.IdleTimeout),
+		ProducerIDExpiration:  neverIfZero(cfg.Kafka.ProducerIDExpiration),
 		HeartbeatInterval:     cfg.Cluster.HeartbeatInterval,
 		NodeTimeout:           cfg.Cluster.NodeTimeout,
 		Peers:                 gpeers,
