@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy stands between a store and a Redis, for tests of Redis failures. Frozen (Freeze), it forwards
@@ -145,7 +146,12 @@ func (p *Proxy) serve(c, up net.Conn) {
 		for {
 			n, err := up.Read(buf)
 			if n > 0 && p.dropNext.CompareAndSwap(true, false) {
-				c.Close() // the reply is lost with the connection
+				// The reply is lost with the connection, once the commands the client sent before it
+				// (a pipeline's rest, still being passed on) reached Redis: closing at once could
+				// keep a transaction's EXEC from it, and then nothing ran.
+				dead.Store(true)
+				time.Sleep(100 * time.Millisecond)
+				c.Close()
 				return
 			}
 			if n > 0 {
