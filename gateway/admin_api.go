@@ -231,9 +231,9 @@ func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string
 		if d, ok := g.coord.Describe(ctx, name); ok {
 			gs.State, gs.Members = d.State, len(d.Members)
 		}
-	} else if n, ok := g.nodes.coordinatorFor(name); ok && n.ID != g.cfg.NodeID && n.Admin != "" {
+	} else if n, ok := g.groupPeer(name); ok {
 		if _, skip := silent.Load(n.ID); !skip {
-			if remote, ok := g.remoteGroup(ctx, name); ok {
+			if remote, ok := g.askPeer(ctx, n, name); ok {
 				gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
 			} else {
 				silent.Store(n.ID, true)
@@ -252,10 +252,22 @@ func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string
 
 // remoteGroup asks the coordinating gateway for a group's live state (nil when unreachable or self).
 func (g *Gateway) remoteGroup(ctx context.Context, group string) (groupDetail, bool) {
-	n, ok := g.nodes.coordinatorFor(group)
-	if !ok || n.ID == g.cfg.NodeID || n.Admin == "" {
+	n, ok := g.groupPeer(group)
+	if !ok {
 		return groupDetail{}, false
 	}
+	return g.askPeer(ctx, n, group)
+}
+
+// groupPeer is the gateway to ask for a group's live state: its coordinator, unless that is this
+// gateway or has no admin API.
+func (g *Gateway) groupPeer(group string) (gatewayNode, bool) {
+	n, ok := g.nodes.coordinatorFor(group)
+	return n, ok && n.ID != g.cfg.NodeID && n.Admin != ""
+}
+
+// askPeer asks gateway n for group's live state, waiting a second at most.
+func (g *Gateway) askPeer(ctx context.Context, n gatewayNode, group string) (groupDetail, bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/api/v1/groups/"+url.PathEscape(group), nil)

@@ -17,7 +17,6 @@ import (
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/protocol"
 	"github.com/kgate/kgate/redisstore"
-	"weak"
 )
 
 func storeRecords(offsets ...int64) []redisstore.Record {
@@ -556,23 +555,32 @@ func TestFetchShortOnlyWhenMoreCanBeRead(t *testing.T) {
 }
 
 // encodeRecords' pooled slice keeps no records once it is back in the pool: records are views of a
-// Redis reply's buffer, which a stale slot would keep alive while the pool is in use.
+// Redis reply's buffer, which a stale slot would keep alive while the pool is in use. The slice a long
+// run grew is looked at in the pool after a shorter run used it; the race detector has sync.Pool drop
+// a share of what it is given, so the run is repeated until the slice is found there.
 func TestEncodeRecordsPoolKeepsNoReply(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the pool hands back what it was given
-	reply := make([]byte, 8<<20)
-	gone := weak.Make(&reply[0])
+	reply := make([]byte, 100_000)
 	big := make([]redisstore.Record, 1000)
 	for i := range big {
 		big[i] = redisstore.Record{Offset: int64(i), Value: reply[i*100 : i*100+100 : i*100+100]}
 	}
-	encodeRecords(nil, big, 0, 1<<30, true, false)
-	big, reply = nil, nil
 	small := []redisstore.Record{{Offset: 0, Value: []byte("v")}}
-	for range 5 {
-		encodeRecords(nil, small, 0, 1<<20, true, false) // the pool in use between collections
-		runtime.GC()
+	for range 50 {
+		encodeRecords(nil, big, 0, 1<<30, true, false)
+		encodeRecords(nil, small, 0, 1<<20, true, false)
+		rp := recordPool.Get().(*[]protocol.Record)
+		pooled := (*rp)[:cap(*rp)]
+		recordPool.Put(rp)
+		if len(pooled) < len(big) {
+			continue // not the slice the long run grew
+		}
+		for i, r := range pooled {
+			if r.Value != nil || r.Key != nil || r.Headers != nil {
+				t.Fatalf("the pooled slice still holds record %d, a view of a reply (%d bytes)", i, len(r.Value))
+			}
+		}
+		return
 	}
-	if gone.Value() != nil {
-		t.Fatal("the 8 MiB reply is still reachable after the records viewing it were encoded and dropped")
-	}
+	t.Skip("the pool never handed the long run's slice back")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -348,13 +347,12 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	var own []string // the coordinating gateway exports a group, so each series has one source
+	var own []string // sorted, as Groups returns them; the coordinating gateway exports a group, so each series has one source
 	for _, name := range names {
 		if g.nodes.isCoordinator(name) {
 			own = append(own, name)
 		}
 	}
-	slices.Sort(own)
 	// Read a few groups at a time, each for a second at most: one by one, a group whose read waits
 	// (its slot's master slow or gone) held up every group after it until the scrape's deadline.
 	offsets := make([][]partitionOffset, len(own))

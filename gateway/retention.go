@@ -28,18 +28,21 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		timed := err == nil && ms >= 0 // -1: keep forever
 		cutoff := now.UnixMilli() - ms
+		var led []int32
 		for p := int32(0); p < t.Partitions; p++ {
-			if g.nodes.leaderFor(name, p).ID != g.cfg.NodeID {
-				continue
+			if g.nodes.leaderFor(name, p).ID == g.cfg.NodeID {
+				led = append(led, p)
 			}
-			if g.cfg.ProducerIDExpiration > 0 {
-				if n, err := g.store.ExpireProducers(ctx, name, p, now.Add(-g.cfg.ProducerIDExpiration), now); err == nil && n > 0 {
-					g.log.Debug().Str("topic", name).Int32("partition", p).Int("producers", n).Msg("idle producers' state dropped")
-				}
+		}
+		if g.cfg.ProducerIDExpiration > 0 && len(led) > 0 {
+			if n, err := g.store.ExpireProducers(ctx, name, led, now.Add(-g.cfg.ProducerIDExpiration), now); err == nil && n > 0 {
+				g.log.Debug().Str("topic", name).Int("producers", n).Msg("idle producers' state dropped")
 			}
-			if !timed {
-				continue
-			}
+		}
+		if !timed {
+			continue
+		}
+		for _, p := range led {
 			// The high watermark before the scan: when no record is at or after the cutoff, every one
 			// below it is older, but a record appended since the scan must stay.
 			offs, err := g.store.PartitionOffsets(ctx, name, []int32{p})

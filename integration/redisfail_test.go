@@ -153,15 +153,8 @@ func TestRedisUnavailable(t *testing.T) {
 	retriable("create topics with Redis stopped", cr.Topics[0].ErrorCode, time.Since(start))
 	// A commit's topic lookup failing is a coordinator problem to the client (the Java consumer's
 	// commitSync throws on NOT_LEADER_OR_FOLLOWER there).
-	oreq := kmsg.NewPtrOffsetCommitRequest()
-	oreq.Group, oreq.Generation = "fail-group", -1
-	ot := kmsg.NewOffsetCommitRequestTopic()
-	ot.Topic = "fragile"
-	op := kmsg.NewOffsetCommitRequestTopicPartition()
-	op.Partition, op.Offset = 0, 1
-	ot.Partitions = append(ot.Partitions, op)
-	oreq.Topics = append(oreq.Topics, ot)
-	if code := roundTrip[*kmsg.OffsetCommitResponse](c, 8, oreq).Topics[0].Partitions[0].ErrorCode; code != kerr.CoordinatorNotAvailable.Code {
+	oreq := rawCommitReq("fail-group", "", -1, "fragile", 0, 1, nil)
+	if code := commitCode(t, roundTrip[*kmsg.OffsetCommitResponse](c, 8, oreq)); code != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("OffsetCommit with Redis stopped: error %d (%v), want COORDINATOR_NOT_AVAILABLE", code, kerr.ErrorForCode(code))
 	}
 	ireq := kmsg.NewPtrInitProducerIDRequest()

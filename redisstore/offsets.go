@@ -262,13 +262,27 @@ func (s *Store) OffsetKeys(group string) (canonical, sidecar, metadata string) {
 	return s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
 }
 
-// ExpireProducers drops the idempotence state of a partition's producers whose last batch was stored
-// before cutoff (Apache's producer.id.expiration.ms): every producer id that wrote to a partition
-// otherwise keeps a field in its meta hash for good. A dropped producer's next batch is accepted at
-// any sequence, as on Apache; a retry of one of its batches from before is then no longer recognised.
-func (s *Store) ExpireProducers(ctx context.Context, topic string, partition int32, cutoff, now time.Time) (int, error) {
+// ExpireProducers drops the idempotence state of the producers of a topic's partitions whose last
+// batch was stored before cutoff (Apache's producer.id.expiration.ms): every producer id that wrote to a
+// partition otherwise keeps a field in its meta hash for good. A dropped producer's next batch is
+// accepted at any sequence, as on Apache; a retry of one of its batches from before is then no longer
+// recognised. One pipeline for all the partitions; it returns the number of producers dropped.
+func (s *Store) ExpireProducers(ctx context.Context, topic string, partitions []int32, cutoff, now time.Time) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	n, err := expireProducersScript.Run(ctx, s.rdb, []string{s.keys.meta(topic, partition)}, cutoff.UnixMilli(), now.UnixMilli()).Int()
-	return n, err
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(partitions))
+	for i, p := range partitions {
+		// EVAL, not EVALSHA: a pipelined script has no NOSCRIPT fallback.
+		cmds[i] = expireProducersScript.Eval(ctx, pipe, []string{s.keys.meta(topic, p)}, cutoff.UnixMilli(), now.UnixMilli())
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	dropped := 0
+	for _, c := range cmds {
+		n, _ := c.Int()
+		dropped += n
+	}
+	return dropped, nil
 }

@@ -1163,7 +1163,7 @@ func TestProducerStateExpires(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		n, err := s.ExpireProducers(ctx, "expiring", 0, now.Add(-24*time.Hour), now)
+		n, err := s.ExpireProducers(ctx, "expiring", []int32{0}, now.Add(-24*time.Hour), now)
 		if err != nil || n != 1 {
 			t.Fatalf("expired %d, %v; want producer 12 alone", n, err)
 		}
