@@ -47,6 +47,10 @@ type fetchPart struct {
 	// says records remain from there to the high watermark.
 	next int64
 	more bool
+	// seen is the high watermark the fetch's latest read found (seenOK), a state of the partition
+	// after the fetch arrived: an own append based at or above it answers the fetch (ownAppends).
+	seen   int64
+	seenOK bool
 }
 
 func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
@@ -310,6 +314,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		}
 		sp.ErrorCode = 0
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.End, r.End, r.Start
+		p.seen, p.seenOK = r.End, true
 		if p.offset < r.Start || p.offset > r.End {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 			rd.failed = true
@@ -346,17 +351,22 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 }
 
 // ownAppends answers a read from the tail cache alone, offsets included, when every partition's newest
-// cached append has a ticket above *arrival, that is began after the fetch arrived (tail_cache.go),
-// and raises *arrival to the newest ticket it used; otherwise it is nil. A consumer keeping up is
-// woken by such an append and then needs no Redis round trip, which would wait behind the next
-// append's transaction in Redis. An answer from it below min_bytes is not waited on: the wake-up of
+// cached append was committed after the fetch arrived: it began after the fetch arrived (a ticket
+// above *arrival), or it is based at or above the high watermark a read of the fetch found
+// (tail_cache.go). It raises *arrival to the newest ticket it used; otherwise it is nil. A consumer
+// keeping up is woken by such an append and then needs no Redis round trip, which would wait behind
+// the next append's transaction in Redis. An answer from it below min_bytes is not waited on: the wake-up of
 // another gateway's append, already in Redis, may have merged with that of this append.
 func (c *conn) ownAppends(parts []fetchPart, arrival *uint64) []redisstore.ReadResult {
 	var out []redisstore.ReadResult
 	newest := *arrival
 	for i := range parts {
 		p := &parts[i]
-		recs, offs, ticket, ok := c.g.tail.ownAppend(p.key, p.topicID, p.offset, *arrival)
+		seen := int64(-1)
+		if p.seenOK {
+			seen = p.seen
+		}
+		recs, offs, ticket, ok := c.g.tail.ownAppend(p.key, p.topicID, p.offset, *arrival, seen)
 		if !ok {
 			return nil
 		}

@@ -325,6 +325,75 @@ func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
 	}
 }
 
+// TestFetchAnsweredByAppendInFlight: a consumer keeping up sends its next fetch while this gateway's
+// append to the partition is already on its way to Redis (begun before the fetch arrived). Redis runs
+// that append after the fetch's first read, so the append's own answer is the partition's state
+// within the fetch: the fetch is answered from it, without a second Redis read that would wait
+// behind the next append. The proof: another gateway's append lands before the wake-up, and the
+// answer does not include it (a Redis read would have).
+func TestFetchAnsweredByAppendInFlight(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const topicName = "in-flight-wake"
+	t.Cleanup(func() { forgetSizing(topicName) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topicName, ID: [16]byte{'i'}, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := g.topics.get(ctx, topicName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := partKey{topicName, 0}
+	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
+		t.Fatalf("first fetch: error %d", sp.ErrorCode)
+	}
+	batch := func() *redisstore.Batch {
+		return &redisstore.Batch{Topic: topicName, Partition: 0, ProducerID: -1,
+			Records: []redisstore.Record{{Timestamp: 1, Value: []byte("v")}}}
+	}
+	// This gateway's append begins before the fetch arrives ...
+	a := batch()
+	copyOf, ticket := g.tail.begin([]partKey{k})
+	cp := copyBatch(a.Records, 0)
+
+	fctx, cancel := context.WithCancel(ctx)
+	answered := make(chan kmsg.FetchResponseTopicPartition, 1)
+	done := make(chan struct{})
+	c := fetchConn(t, g)
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		req := fetchRequest(topicName, 0, 0, 1<<20, 1<<20)
+		req.MinBytes, req.MaxWaitMillis = 1, 15000
+		resp, err := c.fetch(fctx, req)
+		if err == nil {
+			answered <- resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		}
+	}()
+	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
+
+	// ... and reaches Redis after the fetch's first read; another gateway appends after it.
+	ra := store.Append(ctx, []*redisstore.Batch{a})[0]
+	if ra.Err != nil {
+		t.Fatal(ra.Err)
+	}
+	if rb := store.Append(ctx, []*redisstore.Batch{batch()})[0]; rb.Err != nil {
+		t.Fatal(rb.Err)
+	}
+	g.tail.add(k, topic.ID, appended{base: ra.BaseOffset, start: ra.LogStartOffset, ticket: ticket}, cp)
+	g.tail.finish([]partKey{k}, copyOf)
+	g.notify.notify(k)
+
+	select {
+	case sp := <-answered:
+		if sp.ErrorCode != 0 || sp.HighWatermark != 1 || countRecords(sp.RecordBatches) != 1 {
+			t.Fatalf("answer: error %d, high watermark %d, %d records; want 0, 1, 1 (the in-flight append's own state, no Redis read)",
+				sp.ErrorCode, sp.HighWatermark, countRecords(sp.RecordBatches))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("fetch not answered 10 s after the appends")
+	}
+}
+
 // fetchWaiting reports whether some goroutine is blocked in fetch's own select (long-polling), not in
 // a read.
 func fetchWaiting() bool {

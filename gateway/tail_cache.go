@@ -62,8 +62,10 @@ type tailPart struct {
 	bytes   int64
 	touched uint64 // clock at its last append
 	elem    *list.Element
-	// What the newest append (the one that ends at end) answered, and its ticket from begin.
+	// What the newest append (the one that ends at end) answered, its base offset and its ticket
+	// from begin.
 	start  int64
+	last   int64
 	ticket uint64
 }
 
@@ -130,7 +132,7 @@ func (tc *tailCache) add(k partKey, id [16]byte, a appended, b tailBatch) {
 	tc.lru.MoveToFront(p.elem)
 	p.chunks = append(p.chunks, tailChunk{recs: copied, bytes: size})
 	p.end += int64(len(copied))
-	p.start, p.ticket = a.start, a.ticket
+	p.start, p.last, p.ticket = a.start, base, a.ticket
 	p.bytes += size
 	tc.bytes += size
 	p.touched = tc.clock
@@ -331,17 +333,24 @@ func (tc *tailCache) arrival() uint64 {
 }
 
 // ownAppend returns partition k's records from offset from to the end of the newest append the cache
-// holds, with that append's high watermark, log start offset and ticket, when that append began after
-// arrival (its ticket is higher) for topic ID id and the cache holds every offset from from on; else
-// ok is false.
-func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint64) (recs []redisstore.Record, offs redisstore.Offsets, ticket uint64, ok bool) {
+// holds, with that append's high watermark, log start offset and ticket, when that append was
+// committed after the fetch arrived, for topic ID id, and the cache holds every offset from from on;
+// else ok is false. The append was committed after the fetch arrived when it began after arrival (its
+// ticket is higher), or when its base offset is at or above seen, a high watermark a read of the
+// fetch found (-1 when none): offsets only grow, so Redis ran the append after that read. The second
+// is the common case of a consumer keeping up: its fetch arrives while the append that wakes it is in
+// flight.
+func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint64, seen int64) (recs []redisstore.Record, offs redisstore.Offsets, ticket uint64, ok bool) {
 	if tc == nil {
 		return nil, offs, 0, false
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	p := tc.parts[k]
-	if p == nil || p.id != id || p.ticket <= arrival || from < p.base || from > p.end {
+	if p == nil || p.id != id || from < p.base || from > p.end {
+		return nil, offs, 0, false
+	}
+	if p.ticket <= arrival && (seen < 0 || p.last < seen) {
 		return nil, offs, 0, false
 	}
 	offs = redisstore.Offsets{Start: p.start, End: p.end}
