@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +58,8 @@ type produceJob struct {
 	finished bool // the tail cache registration is released (finish)
 }
 
+// produceSlot is where a batch's answer goes: resp.Topics[t].Partitions[p] (superseded entries of the
+// request have none, so these are not the request's indexes).
 type produceSlot struct{ t, p int }
 
 func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *produceJob {
@@ -70,12 +73,19 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 		fail = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	now := time.Now().UnixMilli()
+	superseded := supersededEntries(req)
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
+		if superseded != nil && len(rt.Partitions) > 0 && !slices.Contains(superseded[ti], false) {
+			continue
+		}
 		topic, terr := g.topics.get(ctx, rt.Topic)
 		for pi := range rt.Partitions {
+			if superseded != nil && superseded[ti][pi] {
+				continue
+			}
 			rp := &rt.Partitions[pi]
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -103,7 +113,7 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 					sp.LogAppendTime = b.LogAppendTime
 				}
 				j.batches = append(j.batches, b)
-				j.slots = append(j.slots, produceSlot{ti, pi})
+				j.slots = append(j.slots, produceSlot{len(j.resp.Topics), len(st.Partitions)})
 				j.ids = append(j.ids, topic.ID)
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -111,6 +121,39 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 		j.resp.Topics = append(j.resp.Topics, st)
 	}
 	return j
+}
+
+// supersededEntries marks the partition entries of req that a later entry for the same topic and
+// partition replaces (nil when there are none). Apache keeps the last entry for a partition, which
+// alone is appended and answered; appending each would store a client's repeated records twice.
+func supersededEntries(req *kmsg.ProduceRequest) [][]bool {
+	n := 0
+	for _, rt := range req.Topics {
+		n += len(rt.Partitions)
+	}
+	if n < 2 {
+		return nil
+	}
+	seen := make(map[partKey]struct{}, n)
+	var out [][]bool
+	for ti := len(req.Topics) - 1; ti >= 0; ti-- {
+		rt := &req.Topics[ti]
+		for pi := len(rt.Partitions) - 1; pi >= 0; pi-- {
+			k := partKey{rt.Topic, rt.Partitions[pi].Partition}
+			if _, ok := seen[k]; !ok {
+				seen[k] = struct{}{}
+				continue
+			}
+			if out == nil {
+				out = make([][]bool, len(req.Topics))
+				for i := range out {
+					out[i] = make([]bool, len(req.Topics[i].Partitions))
+				}
+			}
+			out[ti][pi] = true
+		}
+	}
+	return out
 }
 
 // begin registers the job's appends with the tail cache and starts copying the records it keeps,

@@ -71,6 +71,47 @@ func TestLogAppendTime(t *testing.T) {
 	})
 }
 
+// TestProduceRepeatedPartition: a Produce request that lists a partition more than once (within one
+// topic entry, or in a second entry for the same topic) has only its last entry for that partition
+// appended and answered, as on Apache (its request handler keeps one entry per partition). Appending
+// every entry stored repeated records twice.
+func TestProduceRepeatedPartition(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 2, nil, "repeated")
+		c := dialRaw(t, g.Addr)
+		ts := time.Now().UnixMilli()
+		entry := func(p int32, values ...string) kmsg.ProduceRequestTopicPartition {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = p, rawBatch(t, -1, -1, -1, ts, values...)
+			return rp
+		}
+		req := produceReq("repeated", 0, -1, rawBatch(t, -1, -1, -1, ts, "a", "b"))
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, entry(1, "x"), entry(0, "c"))
+		again := kmsg.NewProduceRequestTopic()
+		again.Topic, again.Partitions = "repeated", []kmsg.ProduceRequestTopicPartition{entry(1, "y")}
+		req.Topics = append(req.Topics, again)
+
+		resp := roundTrip[*kmsg.ProduceResponse](c, 9, req)
+		var answered []string
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				answered = append(answered, fmt.Sprintf("%s/%d@%d:%d", st.Topic, sp.Partition, sp.BaseOffset, sp.ErrorCode))
+			}
+		}
+		if want := []string{"repeated/0@0:0", "repeated/1@0:0"}; !slices.Equal(answered, want) {
+			t.Fatalf("answered %v, want %v (one answer per partition, for its last entry)", answered, want)
+		}
+		for p, want := range map[int32][]string{0: {"0:c"}, 1: {"0:y"}} {
+			sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 11, fetchReq("repeated", [16]byte{}, p, 0, 1<<20)))
+			if got := fetchedValues(t, sp); !slices.Equal(got, want) || sp.HighWatermark != 1 {
+				t.Errorf("partition %d holds %v (high watermark %d), want %v", p, got, sp.HighWatermark, want)
+			}
+		}
+	})
+}
+
 // TestIdempotentProduceWire drives idempotence with raw Produce requests: a retried batch (same
 // producer, epoch and sequence) returns its original base offset and is stored once; a sequence gap is
 // OUT_OF_ORDER_SEQUENCE_NUMBER; after an epoch bump through InitProducerID the old epoch is fenced
