@@ -396,12 +396,22 @@ func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) (err err
 	if len(batches) > 0 {
 		results = c.g.store.Append(ctx, batches)
 	}
+	var closing error
 	for i, p := range jobs {
 		n := len(p.job.batches)
 		resp, err := p.job.complete(results[:n])
 		results = results[n:]
 		err = c.answer(p.hdr, p.start, resp, err)
 		p.release()
+		if errors.Is(err, errAcksZeroFailed) {
+			// The connection closes, as the failure cannot be answered otherwise, but the requests
+			// appended with it in this round are answered first: unanswered, the producer would send
+			// their records again.
+			if closing == nil {
+				closing = err
+			}
+			continue
+		}
 		if err != nil {
 			for _, rest := range jobs[i+1:] {
 				rest.job.complete(results[:len(rest.job.batches)]) // releases their tail cache registrations
@@ -411,7 +421,7 @@ func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) (err err
 			return err
 		}
 	}
-	return nil
+	return closing
 }
 
 // errAnswerUnsupported marks an ApiVersions request of a version kgate does not speak, which is

@@ -220,6 +220,55 @@ func TestProduceAcksZero(t *testing.T) {
 	})
 }
 
+// TestProduceAcksZeroFailureAnswersItsRound: requests appended in the same round as a failed acks=0
+// Produce are answered before the connection closes. The test holds Redis's writes back (CLIENT PAUSE,
+// on a Redis of its own) while a first produce is appended, so the failing acks=0 request and a good
+// acks=1 one behind it are appended together in the next round. Left unanswered, the good one's
+// records, already stored, would be sent again by the producer.
+func TestProduceAcksZeroFailureAnswersItsRound(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	g := startGateway(t, backend{name: "paused", addrs: []string{srv.Addr}})
+	ctx := testCtx(t, 30*time.Second)
+	mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "acks0round")
+	c := dialRaw(t, g.Addr)
+	if err := g.Store.Client().Do(ctx, "CLIENT", "PAUSE", 500, "WRITE").Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	now := time.Now().UnixMilli()
+	first := produceReq("acks0round", 0, -1, rawBatch(t, -1, -1, -1, now, "first"))
+	bad := produceReq("acks0round", 7, 0, rawBatch(t, -1, -1, -1, now, "lost")) // no partition 7
+	good := produceReq("acks0round", 0, 1, rawBatch(t, -1, -1, -1, now, "good"))
+	var frames []byte
+	for _, r := range []*kmsg.ProduceRequest{first, bad, good} {
+		r.SetVersion(9)
+		c.corr++
+		frames = appendRequest(frames, c.corr, r)
+		if r == first {
+			c.write(frames) // appended alone, held by the pause while the other two arrive
+			frames = nil
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	c.write(frames)
+	for _, want := range []int64{0, 1} {
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(9)
+		c.read(resp)
+		if sp := producePart(t, resp); sp.ErrorCode != 0 || sp.BaseOffset != want {
+			t.Fatalf("answer: error %d base offset %d, want 0 and %d", sp.ErrorCode, sp.BaseOffset, want)
+		}
+	}
+	c.expectClosed(5 * time.Second)
+	if n, err := g.Store.Client().XLen(ctx, g.Namespace+":stream:{acks0round:0}").Result(); err != nil || n != 2 {
+		t.Fatalf("XLEN %d, %v; want 2", n, err)
+	}
+}
+
 // TestProduceRequestsQueuedOnOneConnection: produce requests a producer sends while an earlier one is
 // still being appended are answered in order, each with its own offsets, and are appended together.
 // On a Redis of its own, whose writes the test holds back (CLIENT PAUSE) while the requests arrive,
