@@ -4,7 +4,7 @@ package gateway
 //
 // Reads each partition with one XRANGE from the requested offset (all partitions in one pipeline,
 // together with their high watermark and log start offset; records at the end of a partition come
-// from the tail cache, and so do the offsets when this gateway's own append began after the fetch
+// from the tail cache, and so do the offsets when Redis ran this gateway's own append after the fetch
 // arrived) and returns the records as one uncompressed magic-2 batch per contiguous run. When less
 // than min_bytes is available the request long-polls up to max_wait_ms and is woken by appends to any
 // partition it asked for (local appends directly, other gateways' through Redis pub/sub), never by a
@@ -48,8 +48,10 @@ type fetchPart struct {
 	next int64
 	more bool
 	// seen is the high watermark the fetch's latest read found (seenOK), a state of the partition
-	// after the fetch arrived: an own append based at or above it answers the fetch (ownAppends).
+	// after the fetch arrived, and seenAt the tail cache's clock before that read: an own append
+	// recorded after seenAt and based at or above seen answers the fetch (ownAppends).
 	seen   int64
+	seenAt uint64
 	seenOK bool
 }
 
@@ -269,15 +271,16 @@ type fetchRead struct {
 }
 
 // readFetch reads every partition once (from the read-ahead when useAhead is set and it answers
-// these reads; from this gateway's appends with a ticket above *arrival when they answer it, raising
-// *arrival to the newest of them, so a fetch still waiting reads afresh unless a newer own append
-// answers), filling the responses with record batches encoded into pooled buffers, listed in
+// these reads; from this gateway's appends committed after the fetch arrived when they answer it
+// (ownAppends), raising *arrival to the newest ticket of them, so a fetch still waiting reads afresh
+// unless a newer own append answers), filling the responses with record batches encoded into pooled buffers, listed in
 // *bufs (those of an earlier call, which the responses no longer point into, go back to the pool).
 func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival *uint64) fetchRead {
 	var rd fetchRead
 	if len(parts) == 0 {
 		return rd
 	}
+	before := c.g.tail.now() // the results below are read after this
 	reqs := planReads(parts, maxBytes, false)
 	for _, p := range parts {
 		p.resp.RecordBatches = []byte{}
@@ -314,7 +317,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		}
 		sp.ErrorCode = 0
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.End, r.End, r.Start
-		p.seen, p.seenOK = r.End, true
+		p.seen, p.seenAt, p.seenOK = r.End, before, true
 		if p.offset < r.Start || p.offset > r.End {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 			rd.failed = true
@@ -366,7 +369,7 @@ func (c *conn) ownAppends(parts []fetchPart, arrival *uint64) []redisstore.ReadR
 		if p.seenOK {
 			seen = p.seen
 		}
-		recs, offs, ticket, ok := c.g.tail.ownAppend(p.key, p.topicID, p.offset, *arrival, seen)
+		recs, offs, ticket, ok := c.g.tail.ownAppend(p.key, p.topicID, p.offset, *arrival, seen, p.seenAt)
 		if !ok {
 			return nil
 		}

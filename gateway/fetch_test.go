@@ -394,6 +394,63 @@ func TestFetchAnsweredByAppendInFlight(t *testing.T) {
 	}
 }
 
+// TestFetchLostAppendNotServed: the tail cache holds an own append Redis no longer has (acknowledged,
+// then lost in a failover: the high watermark went back below it). A fetch whose read found the lower
+// high watermark must not be answered from that append, although it is based at that watermark: it
+// was recorded before the read, so nothing says Redis ran it after. Here the read is the read-ahead's
+// fresh offsets, a path that does not drop a cache reaching past the high watermark.
+func TestFetchLostAppendNotServed(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const topicName = "lost-append"
+	t.Cleanup(func() { forgetSizing(topicName) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topicName, ID: [16]byte{'l'}, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := g.topics.get(ctx, topicName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := partKey{topicName, 0}
+	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
+		t.Fatalf("first fetch: error %d", sp.ErrorCode)
+	}
+	records := func(n int) []redisstore.Record {
+		recs := make([]redisstore.Record, n)
+		for i := range recs {
+			recs[i] = redisstore.Record{Timestamp: 1, Value: bytes.Repeat([]byte{'v'}, 100)}
+		}
+		return recs
+	}
+	// Offsets 0-2, stored and cached.
+	b := &redisstore.Batch{Topic: topicName, Partition: 0, ProducerID: -1, Records: records(3)}
+	copyOf, ticket := g.tail.begin([]partKey{k})
+	cp := copyBatch(b.Records, 0)
+	r := store.Append(ctx, []*redisstore.Batch{b})[0]
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	g.tail.add(k, topic.ID, appended{base: r.BaseOffset, start: r.LogStartOffset, ticket: ticket}, cp)
+	g.tail.finish([]partKey{k}, copyOf)
+
+	// A one-record answer leaves records behind: the connection reads ahead from offset 1.
+	c := fetchConn(t, g)
+	if sp := fetchOne(t, ctx, c, fetchRequest(topicName, 0, 0, 1, 1<<20)); countRecords(sp.RecordBatches) != 1 {
+		t.Fatalf("first read: %d records, want 1", countRecords(sp.RecordBatches))
+	}
+	// Offsets 3-7, cached but not in Redis (lost after they were acknowledged).
+	copyOf, ticket = g.tail.begin([]partKey{k})
+	g.tail.add(k, topic.ID, appended{base: 3, start: 0, ticket: ticket}, copyBatch(records(5), 0))
+	g.tail.finish([]partKey{k}, copyOf)
+
+	req := fetchRequest(topicName, 0, 1, 1<<20, 1<<20)
+	req.MinBytes, req.MaxWaitMillis = 400, 200
+	sp := fetchOne(t, ctx, c, req)
+	if sp.ErrorCode != 0 || sp.HighWatermark != 3 || countRecords(sp.RecordBatches) != 2 {
+		t.Fatalf("answer: error %d, high watermark %d, %d records; want 0, 3, 2 (what Redis holds)",
+			sp.ErrorCode, sp.HighWatermark, countRecords(sp.RecordBatches))
+	}
+}
+
 // fetchWaiting reports whether some goroutine is blocked in fetch's own select (long-polling), not in
 // a read.
 func fetchWaiting() bool {

@@ -24,7 +24,8 @@ import (
 // may still be served from the cache while it holds them.
 //
 // A fetch woken by this gateway's own append may skip the offsets read too: when the newest append the
-// cache holds for every partition of the fetch began after the fetch arrived, that append's result
+// cache holds for every partition of the fetch was committed after the fetch arrived (it began after
+// the fetch arrived, or Redis ran it after a read of the fetch: see ownAppend), that append's result
 // (its high watermark and log start offset, read by the append script inside its transaction) is the
 // partition's state at a moment within the fetch, and the fetch answers as of that moment (ownAppends).
 // A DeleteRecords or another gateway's append after it is concurrent with the fetch and may be ordered
@@ -336,11 +337,14 @@ func (tc *tailCache) arrival() uint64 {
 // holds, with that append's high watermark, log start offset and ticket, when that append was
 // committed after the fetch arrived, for topic ID id, and the cache holds every offset from from on;
 // else ok is false. The append was committed after the fetch arrived when it began after arrival (its
-// ticket is higher), or when its base offset is at or above seen, a high watermark a read of the
-// fetch found (-1 when none): offsets only grow, so Redis ran the append after that read. The second
-// is the common case of a consumer keeping up: its fetch arrives while the append that wakes it is in
-// flight.
-func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint64, seen int64) (recs []redisstore.Record, offs redisstore.Offsets, ticket uint64, ok bool) {
+// ticket is higher), or when it was recorded after a read of the fetch began (the cache's clock then
+// was seenAt) and is based at or above seen, the high watermark that read found (-1 when none):
+// offsets only grow, so Redis ran the append after that read. The second is the common case of a
+// consumer keeping up: its fetch arrives while the append that wakes it is in flight. An append
+// recorded before the read began does not count, whatever its base: reaching past the high watermark
+// the read found, it may hold records Redis no longer has (lost in a failover, or the topic deleted),
+// which only the check of await catches.
+func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint64, seen int64, seenAt uint64) (recs []redisstore.Record, offs redisstore.Offsets, ticket uint64, ok bool) {
 	if tc == nil {
 		return nil, offs, 0, false
 	}
@@ -350,7 +354,7 @@ func (tc *tailCache) ownAppend(k partKey, id [16]byte, from int64, arrival uint6
 	if p == nil || p.id != id || from < p.base || from > p.end {
 		return nil, offs, 0, false
 	}
-	if p.ticket <= arrival && (seen < 0 || p.last < seen) {
+	if p.ticket <= arrival && (seen < 0 || p.last < seen || p.touched <= seenAt) {
 		return nil, offs, 0, false
 	}
 	offs = redisstore.Offsets{Start: p.start, End: p.end}

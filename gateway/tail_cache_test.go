@@ -258,42 +258,47 @@ func TestTailCacheOwnAppend(t *testing.T) {
 	copyOf, t1 := tc.begin(ks)
 	tc.add(k, id, appended{base: 0, start: 0, ticket: t1}, copyBatch(tailRecords("a", 3), 0))
 	tc.finish(ks, copyOf)
-	recs, offs, _, ok := tc.ownAppend(k, id, 0, before, -1)
+	recs, offs, _, ok := tc.ownAppend(k, id, 0, before, -1, 0)
 	if got := fmt.Sprint(values(recs)); !ok || got != "[0:a-0 1:a-1 2:a-2]" || offs != (redisstore.Offsets{Start: 0, End: 3}) {
 		t.Fatalf("append begun after the fetch arrived: ok %v, %s, %+v", ok, got, offs)
 	}
 	after := tc.arrival()
-	if _, _, _, ok := tc.ownAppend(k, id, 3, after, -1); ok {
+	if _, _, _, ok := tc.ownAppend(k, id, 3, after, -1, 0); ok {
 		t.Fatal("an append begun before the fetch arrived answered it")
 	}
 	// Begun before the fetch arrived, but based at the high watermark a read of the fetch found: Redis
 	// ran it after that read. One the read already saw (based below it) does not answer.
-	if recs, offs, _, ok := tc.ownAppend(k, id, 0, after, 0); !ok || len(recs) != 3 || offs.End != 3 {
+	if recs, offs, _, ok := tc.ownAppend(k, id, 0, after, 0, 0); !ok || len(recs) != 3 || offs.End != 3 {
 		t.Fatalf("append based at the high watermark the fetch read: ok %v, %d records, %+v", ok, len(recs), offs)
 	}
-	if _, _, _, ok := tc.ownAppend(k, id, 3, after, 3); ok {
+	if _, _, _, ok := tc.ownAppend(k, id, 3, after, 3, 0); ok {
 		t.Fatal("an append the fetch's read already saw answered it")
+	}
+	// Recorded before the read began, an append reaching past the high watermark the read found holds
+	// records Redis no longer has (lost, or the topic deleted): it does not answer.
+	if _, _, _, ok := tc.ownAppend(k, id, 0, after, 0, tc.now()); ok {
+		t.Fatal("an append recorded before the fetch's read answered it")
 	}
 	// The next append saw a DeleteRecords (log start 2): its answer carries it.
 	copyOf, t2 := tc.begin(ks)
 	tc.add(k, id, appended{base: 3, start: 2, ticket: t2}, copyBatch(tailRecords("b", 2), 0))
 	tc.finish(ks, copyOf)
-	recs, offs, ticket, ok := tc.ownAppend(k, id, 3, after, -1)
+	recs, offs, ticket, ok := tc.ownAppend(k, id, 3, after, -1, 0)
 	if got := fmt.Sprint(values(recs)); !ok || got != "[3:b-0 4:b-1]" || offs != (redisstore.Offsets{Start: 2, End: 5}) || ticket != t2 {
 		t.Fatalf("read at 3: ok %v, %s, %+v, ticket %d (want %d)", ok, got, offs, ticket, t2)
 	}
 	// A fetch that took this append and waits on must not be answered by it again.
-	if _, _, _, ok := tc.ownAppend(k, id, 5, ticket, -1); ok {
+	if _, _, _, ok := tc.ownAppend(k, id, 5, ticket, -1, 0); ok {
 		t.Fatal("the same append answered a fetch twice")
 	}
-	if recs, offs, _, ok = tc.ownAppend(k, id, 1, after, -1); !ok || recs != nil || offs.Start != 2 {
+	if recs, offs, _, ok = tc.ownAppend(k, id, 1, after, -1, 0); !ok || recs != nil || offs.Start != 2 {
 		t.Fatalf("read below the log start: ok %v, %v, %+v; want the offsets alone", ok, values(recs), offs)
 	}
 	for _, c := range []struct {
 		id   [16]byte
 		from int64
 	}{{[16]byte{2}, 3}, {id, 6}} {
-		if _, _, _, ok := tc.ownAppend(k, c.id, c.from, after, -1); ok {
+		if _, _, _, ok := tc.ownAppend(k, c.id, c.from, after, -1, 0); ok {
 			t.Errorf("ownAppend %x from %d answered", c.id, c.from)
 		}
 	}
@@ -302,10 +307,10 @@ func TestTailCacheOwnAppend(t *testing.T) {
 	copyOf, t3 := tc.begin(ks)
 	tc.add(k, id, appended{base: 7, start: 2, ticket: t3}, copyBatch(tailRecords("c", 1), 0))
 	tc.finish(ks, copyOf)
-	if _, _, _, ok := tc.ownAppend(k, id, 5, after, -1); ok {
+	if _, _, _, ok := tc.ownAppend(k, id, 5, after, -1, 0); ok {
 		t.Fatal("answered across another gateway's append")
 	}
-	if recs, offs, _, ok := tc.ownAppend(k, id, 7, after, -1); !ok || fmt.Sprint(values(recs)) != "[7:c-0]" || offs.End != 8 {
+	if recs, offs, _, ok := tc.ownAppend(k, id, 7, after, -1, 0); !ok || fmt.Sprint(values(recs)) != "[7:c-0]" || offs.End != 8 {
 		t.Fatalf("read at 7: ok %v, %v, %+v", ok, values(recs), offs)
 	}
 }
