@@ -91,7 +91,7 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	cmds := make([]*redis.Cmd, len(commits))
 	for i, c := range commits {
 		if errs[i] == nil {
-			cmds[i] = commitStreamScript.EvalSha(ctx, pipe, []string{s.keys.stream(c.Topic, c.Partition)}, group, c.Offset)
+			cmds[i] = commitStreamScript.EvalSha(ctx, pipe, s.commitStreamKeys(c), group, c.Offset)
 		}
 	}
 	_, _ = pipe.Exec(ctx)
@@ -101,11 +101,16 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		}
 		err := cmds[i].Err()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			err = commitStreamScript.Run(ctx, s.rdb, []string{s.keys.stream(c.Topic, c.Partition)}, group, c.Offset).Err()
+			err = commitStreamScript.Run(ctx, s.rdb, s.commitStreamKeys(c), group, c.Offset).Err()
 		}
 		errs[i] = err
 	}
 	return errs
+}
+
+// commitStreamKeys are commitStreamScript's keys for c's partition.
+func (s *Store) commitStreamKeys(c OffsetCommit) []string {
+	return []string{s.keys.stream(c.Topic, c.Partition), s.keys.meta(c.Topic, c.Partition)}
 }
 
 // CommittedOffsets returns every committed partition of group, sorted by topic and partition.

@@ -131,6 +131,28 @@ func TestCommitOffsets(t *testing.T) {
 	})
 }
 
+// TestCommitToDeletedTopic: a commit that reaches Redis after its topic was deleted (a gateway's topic
+// cache lags by up to a second) stores the offset but does not bring the partition's stream key back
+// with a Redis consumer group on it, which nothing would ever remove.
+func TestCommitToDeletedTopic(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "gone", 2)
+		appendOne(t, s, "gone", 0, plain("r", 2)...)
+		if err := s.DeleteTopic(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		mustCommit(t, s, "late", time.Now(),
+			OffsetCommit{Topic: "gone", Partition: 0, Offset: 1}, OffsetCommit{Topic: "gone", Partition: 1, Offset: 0})
+		if n := s.Client().Exists(ctx, s.StreamKey("gone", 0), s.StreamKey("gone", 1)).Val(); n != 0 {
+			t.Fatalf("%d stream keys of the deleted topic exist after the commit, want none", n)
+		}
+		if c := mustCommitted(t, s, "late")["gone/0"]; c.Offset != 1 {
+			t.Fatalf("committed %+v, want offset 1 stored", c)
+		}
+	})
+}
+
 // A Redis-native consumer in the group reads entries; a Kafka commit acknowledges them.
 func TestCommitAcknowledgesNativeReads(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {

@@ -182,13 +182,16 @@ return start
 
 // commitStreamScript keeps the Redis consumer group named after a Kafka group in step with a commit of
 // offset N: created if missing, last-delivered-id 0-N, entries-read N, every pending entry below N acked.
-// KEYS: stream. ARGV: group, N. Returns the number of entries acknowledged.
+// KEYS: stream, the partition's meta hash. ARGV: group, N. Returns the number of entries acknowledged.
+// A partition without a meta hash (its topic deleted, which a gateway's topic cache may not know yet)
+// is left alone: creating the group would bring its stream key back for good.
 //
 // Each step tries the Redis 7 form first and degrades: without ENTRIESREAD (Redis < 7) the group's
 // entries-read and lag are unknown; without XGROUP SETID (the embedded store) the group is destroyed and
 // recreated at 0-N, which also drops its pending entries and consumers.
 var commitStreamScript = redis.NewScript(`
 local stream, group, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 local id = string.format('0-%d', n)
 if not pcall(redis.call, 'XGROUP', 'CREATE', stream, group, id, 'MKSTREAM', 'ENTRIESREAD', n)
   and not pcall(redis.call, 'XGROUP', 'SETID', stream, group, id, 'ENTRIESREAD', n)
