@@ -26,6 +26,7 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 	g := c.g
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	code := g.notCoordinator(req.Group)
+	defer g.writes.commit(req.Group)() // from the validation to the last write
 	if code == 0 {
 		gen := req.Generation
 		if req.Version == 0 {

@@ -29,6 +29,7 @@ func (g *Gateway) deleteGroup(ctx context.Context, name string) int16 {
 	if code := g.notCoordinator(name); code != 0 {
 		return code
 	}
+	defer g.writes.delete(name)()
 	exists, err := g.store.GroupExists(ctx, name)
 	if err != nil {
 		return groupErrCode(err)

@@ -23,6 +23,7 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		resp.ErrorCode = code
 		return resp, nil
 	}
+	defer g.writes.delete(req.Group)()
 	info, live := g.coord.Describe(ctx, req.Group)
 	if live && info.State == "Dead" {
 		live = false

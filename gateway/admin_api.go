@@ -505,6 +505,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `"to" must be earliest, latest, timestamp, offset or shift`)
 		return
 	}
+	defer g.writes.commit(group)()
 	if info, live := g.coord.Describe(ctx, group); live && info.State != "Empty" && info.State != "Dead" {
 		writeError(w, http.StatusConflict, "group is "+info.State+": offsets can only be reset while it has no members")
 		return

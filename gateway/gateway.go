@@ -116,6 +116,7 @@ type Gateway struct {
 	notify *appendNotifier
 	tail   *tailCache // nil: disabled
 	coord  *coordinator.Coordinator
+	writes *groupWrites
 	nodes  *membership
 
 	ln       net.Listener
@@ -157,6 +158,7 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		notify:  newAppendNotifier(),
 		tail:    newTailCache(cfg.TailCacheBytes),
 		coord:   coordinator.New(cfg.Groups),
+		writes:  newGroupWrites(),
 		ready:   make(chan struct{}),
 		conns:   make(map[net.Conn]struct{}),
 		quit:    make(chan struct{}),

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"hash/maphash"
 	"net"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -25,6 +27,37 @@ func (g *Gateway) notCoordinator(group string) int16 {
 	default:
 		return kerr.CoordinatorLoadInProgress.Code
 	}
+}
+
+// groupWrites orders the writes of a group's committed offsets, as Apache does under its group lock:
+// commits (validated by the coordinator, then stored in several Redis round trips) run together, and
+// a deletion (DeleteGroups, OffsetDelete) runs alone, between its check of the group and the end of
+// its Redis writes. Interleaved, a commit's Redis consumer group outlived the deletion of the group's
+// offsets, or a deleted group's offsets came back after its check. Groups share a fixed set of
+// stripes, so the guard takes no memory per group.
+type groupWrites struct {
+	seed    maphash.Seed
+	stripes [64]sync.RWMutex
+}
+
+func newGroupWrites() *groupWrites { return &groupWrites{seed: maphash.MakeSeed()} }
+
+func (w *groupWrites) of(group string) *sync.RWMutex {
+	return &w.stripes[maphash.String(w.seed, group)%uint64(len(w.stripes))]
+}
+
+// commit holds group's writes for a commit; the returned function releases them.
+func (w *groupWrites) commit(group string) func() {
+	l := w.of(group)
+	l.RLock()
+	return l.RUnlock
+}
+
+// delete holds group's writes for a deletion, excluding commits and other deletions.
+func (w *groupWrites) delete(group string) func() {
+	l := w.of(group)
+	l.Lock()
+	return l.Unlock
 }
 
 // clientHost is the host part of a remote address, as Kafka reports it ("/127.0.0.1").

@@ -199,27 +199,36 @@ func (s *Store) DeleteOffsets(ctx context.Context, group string, parts []OffsetC
 }
 
 // DeleteGroup removes every committed offset of group and its Redis consumer groups.
+//
+// The offsets go first, read and deleted in one transaction, then the Redis consumer groups of the
+// partitions they named: destroyed first, a group could be created again by a commit from another
+// gateway (a coordinator move) and outlive the offsets. A commit between the transaction and the end
+// keeps its offsets and the group stays listed.
 func (s *Store) DeleteGroup(ctx context.Context, group string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	fields, err := s.rdb.HKeys(ctx, s.keys.offsets(group)).Result()
-	if err != nil {
-		return err
-	}
-	pipe := s.rdb.Pipeline()
-	for _, f := range fields {
-		if _, _, ok := s.keys.parseStreamKey(f); ok {
-			pipe.XGroupDestroy(ctx, f, group)
-		}
-	}
-	_, _ = pipe.Exec(ctx) // a stream or Redis group already gone is fine
+	var fields *redis.StringSliceCmd
 	if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		fields = p.HKeys(ctx, s.keys.offsets(group))
 		p.Del(ctx, s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group))
 		return nil
 	}); err != nil {
 		return err
 	}
-	return s.rdb.SRem(ctx, s.keys.groups(), group).Err()
+	pipe := s.rdb.Pipeline()
+	for _, f := range fields.Val() {
+		if _, _, ok := s.keys.parseStreamKey(f); ok {
+			pipe.XGroupDestroy(ctx, f, group)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // a stream or Redis group already gone is fine
+	if err := s.rdb.SRem(ctx, s.keys.groups(), group).Err(); err != nil {
+		return err
+	}
+	if again, err := s.GroupExists(ctx, group); err == nil && again {
+		return s.rdb.SAdd(ctx, s.keys.groups(), group).Err()
+	}
+	return nil
 }
 
 // GroupExists reports whether group has committed offsets in Redis.
