@@ -58,12 +58,23 @@ type MemberInfo struct {
 }
 
 // Describe returns the group's state. false means the group is unknown here
-// (report it Dead), or ctx ended, or the coordinator is closed.
+// (report it Dead), or ctx ended, or the coordinator is closed: a caller that
+// acts on the group having no members uses Lookup, which tells these apart.
 func (c *Coordinator) Describe(ctx context.Context, groupID string) (GroupInfo, bool) {
-	gi, err := call(ctx, c, groupID, false, func(g *group, reply chan<- GroupInfo) {
+	gi, err := c.Lookup(ctx, groupID)
+	return gi, err == nil
+}
+
+// ErrUnknownGroup is Lookup's error for a group this coordinator does not hold.
+var ErrUnknownGroup = errUnknownGroup
+
+// Lookup returns the group's state, or ErrUnknownGroup when the coordinator does
+// not hold the group, or another error when it cannot tell (ctx ended, or the
+// coordinator is closed).
+func (c *Coordinator) Lookup(ctx context.Context, groupID string) (GroupInfo, error) {
+	return call(ctx, c, groupID, false, func(g *group, reply chan<- GroupInfo) {
 		reply <- g.describe(true)
 	})
-	return gi, err == nil
 }
 
 // List returns every group (without Members), sorted by group id. If ctx ends

@@ -24,7 +24,12 @@ func (c *conn) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsReque
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
-		info, ok := g.coord.Describe(ctx, name)
+		info, ok, code := g.describeGroup(ctx, name)
+		if code != 0 {
+			dg.ErrorCode = code
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		if !ok {
 			dg.State = "Dead"
 			if exists, err := g.store.GroupExists(ctx, name); err != nil {

@@ -5,7 +5,10 @@ package gateway
 // Deletes committed offsets of partitions. Unknown group (not in the coordinator, no offsets in Redis)
 // -> GROUP_ID_NOT_FOUND; a non-empty group of another protocol type -> NON_EMPTY_GROUP; for a
 // non-empty "consumer" group, partitions of topics it subscribes to -> GROUP_SUBSCRIBED_TO_TOPIC and
-// the others are deleted, as Apache does.
+// the others are deleted, as Apache does. A partition of no known topic -> UNKNOWN_TOPIC_OR_PARTITION,
+// unless the group has an offset there (a deleted topic's, which kgate keeps), which is deleted. The
+// coordinator closing, or the group moving meanwhile -> COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR:
+// a group whose members cannot be told is not taken for one without members.
 
 import (
 	"context"
@@ -24,7 +27,11 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		return resp, nil
 	}
 	defer g.writes.delete(req.Group)()
-	info, live := g.coord.Describe(ctx, req.Group)
+	info, live, code := g.describeGroup(ctx, req.Group)
+	if code != 0 {
+		resp.ErrorCode = code
+		return resp, nil
+	}
 	if live && info.State == "Dead" {
 		live = false
 	}
@@ -44,13 +51,44 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 		return resp, nil
 	}
-	var del []redisstore.OffsetCommit
+	var (
+		del       []redisstore.OffsetCommit
+		committed map[partKey]bool // read once, when a partition is not a known topic's
+	)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
 		st.Topic = rt.Topic
+		topic, terr := g.topics.get(ctx, rt.Topic)
+		if terr != nil && terr != redisstore.ErrUnknownTopic {
+			resp.ErrorCode = groupErrCode(terr)
+			resp.Topics = nil
+			return resp, nil
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if terr != nil || rp.Partition < 0 || rp.Partition >= topic.Partitions {
+				// As Apache answers for a partition it does not know, unless the group has an offset
+				// there: kgate keeps a deleted topic's offsets (Apache drops them with the topic), and
+				// this is how they go.
+				if committed == nil {
+					cs, err := g.store.CommittedOffsets(ctx, req.Group)
+					if err != nil {
+						resp.ErrorCode = groupErrCode(err)
+						resp.Topics = nil
+						return resp, nil
+					}
+					committed = map[partKey]bool{}
+					for _, c := range cs {
+						committed[partKey{c.Topic, c.Partition}] = true
+					}
+				}
+				if !committed[partKey{rt.Topic, rp.Partition}] {
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					st.Partitions = append(st.Partitions, sp)
+					continue
+				}
+			}
 			if nonEmpty && info.IsSubscribed(rt.Topic) {
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			} else {

@@ -506,7 +506,12 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.writes.commit(group)()
-	if info, live := g.coord.Describe(ctx, group); live && info.State != "Empty" && info.State != "Dead" {
+	info, live, code := g.describeGroup(ctx, group)
+	if code != 0 {
+		writeError(w, http.StatusServiceUnavailable, "the group's coordinator cannot tell whether it has members: "+kerr.ErrorForCode(code).Error())
+		return
+	}
+	if live && info.State != "Empty" && info.State != "Dead" {
 		writeError(w, http.StatusConflict, "group is "+info.State+": offsets can only be reset while it has no members")
 		return
 	}

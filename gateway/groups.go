@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"hash/maphash"
 	"net"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kgate/kgate/coordinator"
 )
 
 // maxCommitMetadata is Apache's offset.metadata.max.bytes default.
@@ -26,6 +30,23 @@ func (g *Gateway) notCoordinator(group string) int16 {
 		return 0
 	default:
 		return kerr.CoordinatorLoadInProgress.Code
+	}
+}
+
+// describeGroup is the coordinator's view of group: found false when the coordinator does not hold it
+// (it has no members here), and code nonzero when that cannot be told: the coordinator is closing, ctx
+// ended, or the group moved to another gateway since the caller's check of notCoordinator (its
+// members are rejoining there). A caller that acts on a group having no members must not take those
+// for "no members".
+func (g *Gateway) describeGroup(ctx context.Context, group string) (info coordinator.GroupInfo, found bool, code int16) {
+	info, err := g.coord.Lookup(ctx, group)
+	switch {
+	case err == nil:
+		return info, true, 0
+	case errors.Is(err, coordinator.ErrUnknownGroup):
+		return info, false, g.notCoordinator(group)
+	default:
+		return info, false, kerr.CoordinatorNotAvailable.Code
 	}
 }
 

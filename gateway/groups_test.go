@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/redisstore"
@@ -75,5 +78,92 @@ func TestDeleteGroupOrderedWithCommits(t *testing.T) {
 	}
 	if inconsistent > 0 {
 		t.Fatalf("%d of 300 races left the group inconsistent", inconsistent)
+	}
+}
+
+// offsetDeleteCodes runs an OffsetDelete of group on c and returns its top-level error and each
+// partition's ("topic/partition" -> code).
+func offsetDeleteCodes(t *testing.T, c *conn, group string, parts map[string][]int32) (int16, map[string]int16) {
+	t.Helper()
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = group
+	for topic, ps := range parts {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = topic
+		for _, p := range ps {
+			rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := c.offsetDelete(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.(*kmsg.OffsetDeleteResponse)
+	codes := map[string]int16{}
+	for _, st := range r.Topics {
+		for _, sp := range st.Partitions {
+			codes[fmt.Sprintf("%s/%d", st.Topic, sp.Partition)] = sp.ErrorCode
+		}
+	}
+	return r.ErrorCode, codes
+}
+
+// TestOffsetDeleteUnknownPartitions: OffsetDelete of a partition of no known topic answers
+// UNKNOWN_TOPIC_OR_PARTITION, as Apache, instead of success; but an offset the group has there (a
+// deleted topic's, which kgate keeps) is deleted.
+func TestOffsetDeleteUnknownPartitions(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "od", Partitions: 2, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	commits := []redisstore.OffsetCommit{{Topic: "od", Partition: 0, Offset: 1}, {Topic: "od-deleted", Partition: 0, Offset: 2}}
+	for _, err := range store.CommitOffsets(ctx, "od-group", commits, time.Now()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	top, codes := offsetDeleteCodes(t, fetchConn(t, g), "od-group", map[string][]int32{"od": {0, 7}, "no-such-topic": {0}, "od-deleted": {0}})
+	want := map[string]int16{"od/0": 0, "od/7": kerr.UnknownTopicOrPartition.Code, "no-such-topic/0": kerr.UnknownTopicOrPartition.Code, "od-deleted/0": 0}
+	if top != 0 || !maps.Equal(codes, want) {
+		t.Fatalf("OffsetDelete: error %d, %v; want 0, %v", top, codes, want)
+	}
+	if cs, err := store.CommittedOffsets(ctx, "od-group"); err != nil || len(cs) != 0 {
+		t.Fatalf("committed after the delete: %+v, %v; want none", cs, err)
+	}
+}
+
+// TestOffsetDeleteCoordinatorClosed: while the coordinator is closing (the gateway shutting down, its
+// lease not yet handed over) it cannot tell whether a group has members, and OffsetDelete answers
+// COORDINATOR_NOT_AVAILABLE instead of taking the group for one without members and deleting offsets
+// a live group may be using. DescribeGroups answers the same instead of "Empty".
+func TestOffsetDeleteCoordinatorClosed(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "cc", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := store.CommitOffsets(ctx, "cc-group", []redisstore.OffsetCommit{{Topic: "cc", Partition: 0, Offset: 3}}, time.Now()); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	g.coord.Close()
+	c := fetchConn(t, g)
+	if top, codes := offsetDeleteCodes(t, c, "cc-group", map[string][]int32{"cc": {0}}); top != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("OffsetDelete: error %d, %v; want COORDINATOR_NOT_AVAILABLE (%d)", top, codes, kerr.CoordinatorNotAvailable.Code)
+	}
+	if cs, err := store.CommittedOffsets(ctx, "cc-group"); err != nil || len(cs) != 1 {
+		t.Fatalf("committed after the refused delete: %+v, %v; want the offset kept", cs, err)
+	}
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{"cc-group"}
+	resp, err := c.describeGroups(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dg := resp.(*kmsg.DescribeGroupsResponse).Groups[0]; dg.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("DescribeGroups: error %d state %q; want COORDINATOR_NOT_AVAILABLE", dg.ErrorCode, dg.State)
 	}
 }
