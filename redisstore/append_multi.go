@@ -306,10 +306,11 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 }
 
 // continues reports whether b can join the batch or run r of its partition: both not idempotent, or
-// of one producer epoch with b's first sequence right after r's last; and the same log append time.
+// of one producer epoch with b's first sequence right after r's last; and the same log append time
+// and partition check (a run is checked as its first batch is).
 func continues(r, b *Batch) bool {
 	switch {
-	case b.ProducerID != r.ProducerID || b.LogAppendTime != r.LogAppendTime:
+	case b.ProducerID != r.ProducerID || b.LogAppendTime != r.LogAppendTime || b.KnownPartition != r.KnownPartition:
 		return false
 	case r.ProducerID < 0:
 		return true

@@ -12,6 +12,8 @@ func TestMergeRuns(t *testing.T) {
 	}
 	appended := b(6, 5, 1, 3, 1)
 	appended.LogAppendTime = 9
+	checked := b(7, 5, 1, 3, 1)
+	checked.KnownPartition = true
 	in := []*Batch{
 		b(0, 5, 1, 0, 3), b(1, 5, 1, 0, 2), b(2, -1, 0, 0, 2),
 		b(0, 5, 1, 3, 4), // partition 0: contiguous, one run
@@ -22,10 +24,11 @@ func TestMergeRuns(t *testing.T) {
 		b(4, 5, 1, 0, 1), b(4, 5, 2, 0, 1), // partition 4: another epoch
 		b(5, 5, 0, 2147483647-2, 3), b(5, 5, 0, 0, 2), // partition 5: wraps to sequence 0, one run
 		b(6, 5, 1, 0, 3), appended, // partition 6: another log append time
+		b(7, 5, 1, 0, 3), checked, // partition 7: another partition check
 		b(0, 5, 1, 7, 2), // partition 0 again, still contiguous
 	}
 	want := map[int32][][]int{
-		0: {{3, 4, 2}}, 1: {{2}, {1}, {2}}, 2: {{2, 3}}, 3: {{1}, {1}}, 4: {{1}, {1}}, 5: {{3, 2}}, 6: {{3}, {1}},
+		0: {{3, 4, 2}}, 1: {{2}, {1}, {2}}, 2: {{2, 3}}, 3: {{1}, {1}}, 4: {{1}, {1}}, 5: {{3, 2}}, 6: {{3}, {1}}, 7: {{3}, {1}},
 	}
 	runs, at := mergeRuns(in)
 	got := map[int32][][]int{}
