@@ -257,6 +257,7 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
 			s.appendOn(ctx, g.node, sub, res)
 		})
+		s.refreshOnMoved(ctx, out)
 	}
 	return out
 }

@@ -387,10 +387,22 @@ func TestReadFollowsSlotMigration(t *testing.T) {
 
 // An append to a slot that moved answers a retriable MOVED (the append's node clients do not
 // redirect) and has the cluster client reload its slot map, so the producer's retry is stored; before,
-// appends failed until the client's periodic reload, a minute later.
+// appends failed until the client's periodic reload, a minute later. Both append paths: Redis 7's
+// transaction, and the script of Redis below 7 (taken here by turning the former off).
 func TestAppendAfterSlotMoved(t *testing.T) {
-	s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
-	topic := mustCreateTopic(t, s, "moved", 1).Name
+	for _, legacy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "transaction", true: "script"}[legacy], func(t *testing.T) {
+			s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
+			if legacy {
+				s.autoSeq.Store(false)
+			}
+			appendAfterSlotMoved(t, s, map[bool]string{false: "moved", true: "moved-legacy"}[legacy])
+		})
+	}
+}
+
+func appendAfterSlotMoved(t *testing.T, s *Store, name string) {
+	topic := mustCreateTopic(t, s, name, 1).Name
 	mustAppend(t, s, &Batch{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("a", 2)})
 	startSlotMove(t, s.keys.stream(topic, 0)).finish()
 	first := s.Append(t.Context(), []*Batch{{Topic: topic, Partition: 0, ProducerID: -1, Records: plain("b", 2)}})[0]
