@@ -24,6 +24,9 @@ type adminServer struct {
 // cancelled (the end of shutdown).
 const adminHandlerWait = 2 * time.Second
 
+// adminWriteTimeout bounds an admin request from the end of its headers to the end of its answer.
+const adminWriteTimeout = time.Minute
+
 func (g *Gateway) listenAdmin() error {
 	ln, err := net.Listen("tcp", g.cfg.AdminListen)
 	if err != nil {
@@ -33,6 +36,8 @@ func (g *Gateway) listenAdmin() error {
 	g.adminSrv.srv = &http.Server{
 		Handler:           g.adminSrv.track(g.adminHandler()),
 		ReadHeaderTimeout: 5 * time.Second,
+		// A client that stops reading an answer does not keep its handler (and what it holds) for good.
+		WriteTimeout: adminWriteTimeout,
 		// Handlers' requests end with the gateway's, not only when their client goes away.
 		BaseContext: func(net.Listener) context.Context { return g.bgCtx },
 	}

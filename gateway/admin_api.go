@@ -505,7 +505,10 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `"to" must be earliest, latest, timestamp, offset or shift`)
 		return
 	}
-	defer g.writes.commit(group)()
+	// The group's writes are held from the check of its members to the commit, not while the answer
+	// (which can be megabytes) goes to a client that may not read it.
+	unlock := sync.OnceFunc(g.writes.commit(group))
+	defer unlock()
 	info, live, code := g.describeGroup(ctx, group)
 	if code != 0 {
 		writeError(w, http.StatusServiceUnavailable, "the group's coordinator cannot tell whether it has members: "+kerr.ErrorForCode(code).Error())
@@ -601,6 +604,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		}
 		g.log.Info().Str("group", group).Str("topic", req.Topic).Str("to", req.To).Msg("offsets reset through the admin API")
 	}
+	unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"dryRun": req.DryRun, "offsets": results})
 }
 

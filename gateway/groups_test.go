@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,5 +168,53 @@ func TestOffsetDeleteCoordinatorClosed(t *testing.T) {
 	}
 	if dg := resp.(*kmsg.DescribeGroupsResponse).Groups[0]; dg.ErrorCode != kerr.CoordinatorNotAvailable.Code {
 		t.Fatalf("DescribeGroups: error %d state %q; want COORDINATOR_NOT_AVAILABLE", dg.ErrorCode, dg.State)
+	}
+}
+
+// blockingWriter is a ResponseWriter whose body writes wait until release is closed: a client that
+// does not read its answer.
+type blockingWriter struct {
+	header  http.Header
+	writing chan struct{} // closed at the first body write
+	release chan struct{}
+	once    sync.Once
+}
+
+func (w *blockingWriter) Header() http.Header { return w.header }
+func (w *blockingWriter) WriteHeader(int)     {}
+func (w *blockingWriter) Write(b []byte) (int, error) {
+	w.once.Do(func() { close(w.writing) })
+	<-w.release
+	return len(b), nil
+}
+
+// TestAdminResetReleasesGroupBeforeAnswering: an admin offset reset holds the group's writes from its
+// check of the group to its commit, not while its answer goes to the client. A client that did not
+// read a large answer kept the lock, and a deletion waiting for it held up the commits of every group
+// sharing its stripe.
+func TestAdminResetReleasesGroupBeforeAnswering(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "reset", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	w := &blockingWriter{header: http.Header{}, writing: make(chan struct{}), release: make(chan struct{})}
+	defer close(w.release)
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/resetting/offsets", strings.NewReader(`{"topic":"reset","to":"earliest"}`))
+	go g.adminHandler().ServeHTTP(w, req)
+	select {
+	case <-w.writing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reset did not answer")
+	}
+	locked := make(chan struct{})
+	go func() {
+		g.writes.delete("resetting")()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the group's writes are still held while the answer waits for its client")
 	}
 }
