@@ -203,16 +203,31 @@ func responseLimits(req *kmsg.FetchRequest) (maxBytes, minBytes int32) {
 // showed to be available when that is less (a partition caught up takes nothing), times its
 // estimated encoded record size (large for a partition never read, fetch_sizing.go). The first
 // partition expected to take anything is always read (KIP-74), even with no bytes left.
+//
+// A partition caught up at its last read takes nothing from the budget (a consumer's idle partitions
+// must not crowd out its busy ones), but records may have come since: each such partition reads at
+// most an equal share of max_bytes (at least one record), so a fetch over many partitions that all
+// got records meanwhile (a consumer back from a pause) reads about max_bytes from Redis, not each
+// partition's limit. What it leaves behind comes with the next fetch, sized by what this one saw.
 func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.ReadRequest {
 	reqs := make([]redisstore.ReadRequest, len(parts))
+	offsetOf := func(p *fetchPart) int64 {
+		if fromNext {
+			return p.next
+		}
+		return p.offset
+	}
+	caughtUp := int64(0)
+	for i := range parts {
+		if parts[i].sizing.end.Load() == offsetOf(&parts[i]) {
+			caughtUp++
+		}
+	}
 	left := int64(maxBytes)
 	taken := false // a partition before this one is expected to take records
 	for i := range parts {
 		p := &parts[i]
-		offset := p.offset
-		if fromNext {
-			offset = p.next
-		}
+		offset := offsetOf(p)
 		count, size := p.sizing.count(int64(p.maxBytes)), p.sizing.encodedSize()
 		if left <= 0 && taken {
 			count = 0
@@ -222,6 +237,9 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 		expect := count
 		if end := p.sizing.end.Load(); end >= 0 {
 			expect = min(expect, max(end-offset, 0))
+			if end == offset {
+				count = min(count, max(int64(maxBytes)/caughtUp/size, 1))
+			}
 		}
 		if expect > 0 {
 			left -= expect*size + batchOverhead

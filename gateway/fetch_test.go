@@ -587,6 +587,41 @@ func TestPlanReadsBudget(t *testing.T) {
 	}
 }
 
+// TestPlanReadsCaughtUpShare: partitions caught up at their last read take nothing from the budget, but
+// each reads at most an equal share of max_bytes: a consumer back from a pause, whose hundred partitions
+// all got records meanwhile, read each partition's limit from Redis (about a hundred times max_bytes),
+// and so did a fetch listing one caught-up partition a hundred times.
+func TestPlanReadsCaughtUpShare(t *testing.T) {
+	var parts []fetchPart
+	for p := range int32(100) {
+		fp := sizingPart(t, "caught-up", p, 1<<20)
+		fp.sizing.observe(10, 10*1000, 10*1000, 0) // 1,000-byte records; offset 0 was the high watermark
+		parts = append(parts, fp)
+	}
+	const maxBytes = 1 << 20
+	planned := func(parts []fetchPart) int64 {
+		var n int64
+		for _, r := range planReads(parts, maxBytes, false) {
+			n += r.Count * 1000
+		}
+		return n
+	}
+	if n := planned(parts); n > 2*maxBytes {
+		t.Fatalf("100 caught-up partitions plan %d bytes of reads for a %d-byte response", n, maxBytes)
+	}
+	same := make([]fetchPart, 100)
+	for i := range same {
+		same[i] = parts[0]
+	}
+	if n := planned(same); n > 2*maxBytes {
+		t.Fatalf("one caught-up partition listed 100 times plans %d bytes of reads for a %d-byte response", n, maxBytes)
+	}
+	// Alone, a caught-up partition may still read up to its limit.
+	if r := planReads(parts[:1], maxBytes, false)[0]; r.Count < (1<<20)/1000 {
+		t.Fatalf("one caught-up partition reads %d entries, want its limit's worth", r.Count)
+	}
+}
+
 // TestFetchMaxBytes: max_bytes is capped as by Apache's fetch.max.bytes (55 MiB), and a max_bytes of 0
 // returns the first record alone (KIP-74) instead of every record; min_bytes is capped at max_bytes.
 func TestFetchMaxBytes(t *testing.T) {
