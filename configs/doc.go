@@ -7,14 +7,18 @@
 //
 //  1. Default().
 //  2. The YAML file named by --config, or by KGATE_CONFIG when the flag is
-//     absent; no file if both are empty. Unknown keys are errors.
+//     absent; no file if both are empty. Unknown keys are errors, and so is
+//     a number or bool where a string is expected (password: 0123 would read
+//     as 83): quote it.
 //  3. KGATE_* environment variables. The key's dots and underscores both
 //     become '_' and the name is upper-cased: kafka.max_frame_bytes is
 //     KGATE_KAFKA_MAX_FRAME_BYTES. Reading back, only the first '_' after
 //     the prefix is a '.', since section names hold none. A variable under a
 //     known section (KGATE_KAFKA_*) must name a known key; others, such as
-//     KGATE_TEST_*, are ignored. An empty value is a value: KGATE_ADMIN_LISTEN=
-//     disables the admin API.
+//     KGATE_TEST_*, are ignored. So are the variables of Kubernetes service
+//     links (a Service kgate-redis sets KGATE_REDIS_SERVICE_HOST,
+//     KGATE_REDIS_PORT=tcp://... and more). An empty value is a value:
+//     KGATE_ADMIN_LISTEN= disables the admin API.
 //  4. Flags, spelled as the keys: --kafka.listen 127.0.0.1:9092. Only flags
 //     actually given override; their defaults, shown by --help, come from
 //     Default(). -h/--help prints usage and makes Load return ErrHelp.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -112,8 +113,8 @@ func envKey(name string) (key string, ok bool) {
 // ErrHelp after printing usage for -h/--help, or errors naming the bad key.
 //
 // A variable under a known section must name a known key, so a typo like
-// KGATE_KAFKA_LISTN fails instead of being ignored; likewise unknown keys in
-// the YAML file.
+// KGATE_KAFKA_LISTN fails instead of being ignored (Kubernetes service-link
+// variables excepted); likewise unknown keys in the YAML file.
 func Load(args []string, environ []string) (Config, error) {
 	fs := newFlagSet()
 	if err := fs.Parse(args); err != nil {
@@ -156,7 +157,9 @@ func Load(args []string, environ []string) (Config, error) {
 				return "", nil
 			}
 			if _, known := fieldByKey[key]; !known {
-				envErrs = append(envErrs, fmt.Errorf("configs: %s: unknown key %q", name, key))
+				if !serviceLink(name, val) {
+					envErrs = append(envErrs, fmt.Errorf("configs: %s: unknown key %q", name, key))
+				}
 				return "", nil
 			}
 			return key, val
@@ -248,6 +251,31 @@ func defaultsFlat() map[string]any {
 	return m
 }
 
+// serviceLinkName matches the names Kubernetes service links give a Service's
+// variables: kgate-redis yields KGATE_REDIS_SERVICE_HOST, _SERVICE_PORT,
+// _SERVICE_PORT_<port name> and the Docker-link style _PORT_6379_TCP with
+// _ADDR, _PORT and _PROTO. The bare _PORT is told by its value instead.
+var serviceLinkName = regexp.MustCompile(`_(SERVICE_HOST|SERVICE_PORT(_.+)?|PORT_[0-9]+_(TCP|UDP|SCTP)(_ADDR|_PORT|_PROTO)?)$`)
+
+// serviceLink reports whether name=val, not a key, is one of the variables
+// Kubernetes injects for every Service in the namespace (enableServiceLinks
+// is on by default): a Service named kgate-<section>... must not stop kgate,
+// while a typo such as KGATE_REDIS_ADRS or KGATE_REDIS_PORT=6379 still does.
+func serviceLink(name, val string) bool {
+	if serviceLinkName.MatchString(name) {
+		return true
+	}
+	if !strings.HasSuffix(name, "_PORT") {
+		return false
+	}
+	for _, scheme := range []string{"tcp://", "udp://", "sctp://"} {
+		if strings.HasPrefix(val, scheme) {
+			return true
+		}
+	}
+	return false
+}
+
 func lookupEnv(environ []string, name string) string {
 	val := ""
 	for _, kv := range environ {
@@ -269,7 +297,11 @@ func readFile(path string) (map[string]any, error) {
 	layer := make(map[string]any)
 	var errs []error
 	for key, val := range fk.All() {
-		if _, ok := fieldByKey[key]; ok {
+		if f, ok := fieldByKey[key]; ok {
+			if err := checkScalar(path, f, val); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			layer[key] = val
 			continue
 		}
@@ -282,6 +314,27 @@ func readFile(path string) (map[string]any, error) {
 		return nil, errors.Join(errs...)
 	}
 	return layer, nil
+}
+
+// checkScalar refuses a number or bool for a string-typed key. YAML reads an
+// unquoted 0123 as 83, 0x1F as 31, 1e3 as 1000 and true as a bool, and weak
+// typing would then store "83", "31", "1000" or "1": not the text written,
+// and not what the same text in a KGATE_* variable gives. The message leaves
+// the value out, as the key may be redis.password.
+func checkScalar(path string, f field, val any) error {
+	if f.typ.Kind() != reflect.String {
+		return nil
+	}
+	var kind string
+	switch val.(type) {
+	case bool:
+		kind = "bool"
+	case int, int64, uint64, float64:
+		kind = "number"
+	default:
+		return nil
+	}
+	return keyErr(f.key, "YAML reads the unquoted value as a %s, not a string: quote it in %s", kind, path)
 }
 
 func isEmpty(v any) bool {

@@ -164,6 +164,37 @@ log:
 			want: func(c *Config) { c.Topics.RetentionMs = -1; c.Topics.RetentionBytes = 10 << 30 },
 		},
 		{
+			// Kubernetes service links for Services kgate-redis, kgate-admin and kgate-kafka-udp.
+			name: "kubernetes service links ignored",
+			env: []string{
+				"KGATE_REDIS_SERVICE_HOST=10.0.0.7",
+				"KGATE_REDIS_SERVICE_PORT=6379",
+				"KGATE_REDIS_SERVICE_PORT_REDIS=6379",
+				"KGATE_REDIS_PORT=tcp://10.0.0.7:6379",
+				"KGATE_REDIS_PORT_6379_TCP=tcp://10.0.0.7:6379",
+				"KGATE_REDIS_PORT_6379_TCP_ADDR=10.0.0.7",
+				"KGATE_REDIS_PORT_6379_TCP_PORT=6379",
+				"KGATE_REDIS_PORT_6379_TCP_PROTO=tcp",
+				"KGATE_ADMIN_SERVICE_PORT_HTTP_API=8080",
+				"KGATE_ADMIN_PORT=tcp://10.0.0.8:8080",
+				"KGATE_KAFKA_UDP_PORT=udp://10.0.0.9:53",
+				"KGATE_KAFKA_UDP_PORT_53_UDP=udp://10.0.0.9:53",
+				"KGATE_KAFKA_UDP_PORT_53_SCTP_ADDR=10.0.0.9",
+				"KGATE_KAFKA_LISTEN=127.0.0.1:1", // a real key beside them still applies
+			},
+			want: func(c *Config) { c.Kafka.Listen = "127.0.0.1:1" },
+		},
+		{
+			name: "quoted yaml strings keep their text",
+			yaml: "redis:\n  password: \"0123\"\n  namespace: '007'\n  username: \"true\"\n",
+			want: func(c *Config) { c.Redis.Password = "0123"; c.Redis.Namespace = "007"; c.Redis.Username = "true" },
+		},
+		{
+			name: "env strings keep their text",
+			env:  []string{"KGATE_REDIS_PASSWORD=0x1F", "KGATE_REDIS_NAMESPACE=007", "KGATE_REDIS_USERNAME=1e3"},
+			want: func(c *Config) { c.Redis.Password = "0x1F"; c.Redis.Namespace = "007"; c.Redis.Username = "1e3" },
+		},
+		{
 			name: "unrelated variables ignored",
 			env:  []string{"KGATE_TEST_REDIS=x", "KGATE=1", "KGATEWAY_X=1", "kgate_kafka_listen=bad", "PATH=/bin"},
 			want: func(c *Config) {},
@@ -246,6 +277,17 @@ func TestLoadErrors(t *testing.T) {
 		{name: "bad flag value", args: []string{"--redis.db", "one"}, wantMsg: "redis.db"},
 		{name: "validation after merge", args: []string{"--kafka.listen", "x"}, wantKey: "kafka.listen", wantMsg: `missing port in address "x"`},
 		{name: "validation from env", env: []string{"KGATE_REDIS_CLUSTER=1"}, wantKey: "redis.cluster"},
+		{name: "typo beside service links", env: []string{"KGATE_REDIS_SERVICE_HOST=10.0.0.7", "KGATE_REDIS_ADRS=r:6379"}, wantMsg: `KGATE_REDIS_ADRS: unknown key "redis.adrs"`},
+		{name: "port without scheme is no service link", env: []string{"KGATE_REDIS_PORT=6379"}, wantMsg: `unknown key "redis.port"`},
+		{name: "service host misspelt", env: []string{"KGATE_REDIS_SERVICE_HOSTS=10.0.0.7"}, wantMsg: `unknown key "redis.service_hosts"`},
+		{name: "link port of unknown protocol", env: []string{"KGATE_REDIS_PORT_6379_HTTP=tcp://10.0.0.7:6379"}, wantMsg: `unknown key "redis.port_6379_http"`},
+		// YAML reads these unquoted scalars as numbers or bools, which weak typing turned into other text.
+		{name: "yaml octal string", yaml: "redis:\n  password: 0123\n", wantKey: "redis.password", wantMsg: "as a number, not a string: quote it"},
+		{name: "yaml hex string", yaml: "redis:\n  password: 0x1F\n", wantKey: "redis.password", wantMsg: "as a number"},
+		{name: "yaml float string", yaml: "redis:\n  password: 1e3\n", wantKey: "redis.password", wantMsg: "as a number"},
+		{name: "yaml bool string", yaml: "redis:\n  username: true\n", wantKey: "redis.username", wantMsg: "as a bool"},
+		{name: "yaml number namespace", yaml: "redis:\n  namespace: 007\n", wantKey: "redis.namespace", wantMsg: "as a number"},
+		{name: "yaml number listen", yaml: "kafka:\n  listen: 9092\n", wantKey: "kafka.listen", wantMsg: "kgate.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
