@@ -837,7 +837,7 @@ func (s *Store) DeleteRecords(ctx context.Context, topic string, partition int32
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	n, err := deleteRecordsScript.Run(ctx, s.rdb,
-		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition)}, before).Int64()
+		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition)}, before).Int64()
 	if err != nil {
 		return 0, err
 	}
@@ -936,15 +936,21 @@ func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, 
 // one when several share it); found is false for an empty partition. Meta keeps it (maxts, maxoff); a
 // gateway of a version before that kept it as the time index's last point, and may still append to
 // the partition during a rolling upgrade, moving maxts but not maxoff: the index's last point is taken
-// when it is at least maxts.
+// when it is at least maxts. A partition whose records were all deleted has none, as on Apache. (One
+// whose largest timestamp's record alone was deleted still answers with it: the largest of the records
+// left is not kept.)
 func (s *Store) MaxTimestamp(ctx context.Context, topic string, partition int32) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
 	top := pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff")
+	offs := pipe.HMGet(ctx, s.keys.meta(topic, partition), "next", "start")
 	last := pipe.ZRevRangeWithScores(ctx, s.keys.tindex(topic, partition), 0, 0)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
+	}
+	if o := parseOffsets(offs.Val()); o.Start >= o.End {
+		return 0, 0, false, nil
 	}
 	offset, recordTS, found = metaMax(top.Val())
 	if zs := last.Val(); len(zs) > 0 && (!found || int64(zs[0].Score) >= recordTS) {

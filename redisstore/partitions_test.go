@@ -648,6 +648,75 @@ func TestOffsetForTimeSparseIndex(t *testing.T) {
 	})
 }
 
+// TestDeleteRecordsTrimsTimeIndex: DeleteRecords (and so retention) drops the time index's points below
+// the new log start but the last, which lookups still answer correctly with; before, the index kept a
+// point per few hundred records for as long as the partition was written.
+func TestDeleteRecordsTrimsTimeIndex(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "trimmed", 1)
+		const batches, per = 20, 600
+		for b := range batches {
+			recs := make([]Record, per)
+			for i := range recs {
+				recs[i].Timestamp = int64(10 * (b*per + i)) // offset x has timestamp 10x
+			}
+			appendOne(t, s, "trimmed", 0, recs...)
+		}
+		index := s.keys.tindex("trimmed", 0)
+		points := func() []int64 {
+			t.Helper()
+			ms, err := s.Client().ZRange(ctx, index, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []int64
+			for _, m := range ms {
+				v, _ := strconv.ParseInt(m, 10, 64)
+				out = append(out, v)
+			}
+			return out
+		}
+		if n := len(points()); n < 10 {
+			t.Fatalf("%d time index points for %d records, want about one per %d", n, batches*per, timeIndexStride)
+		}
+		const start = 7000
+		if _, err := s.DeleteRecords(ctx, "trimmed", 0, start); err != nil {
+			t.Fatal(err)
+		}
+		below := 0
+		for _, p := range points() {
+			if p < start {
+				below++
+			}
+		}
+		if below != 1 {
+			t.Fatalf("after DeleteRecords to %d: %d points below it (%v), want 1", start, below, points())
+		}
+		for _, target := range []int64{0, 10*start - 5, 10 * start, 10*start + 4321, 10*(batches*per-1) + 1} {
+			want, found := max((target+9)/10, start), true
+			if want >= batches*per {
+				found = false
+			}
+			off, _, ok, err := s.OffsetForTime(ctx, "trimmed", 0, target)
+			if err != nil || ok != found || found && off != want {
+				t.Fatalf("OffsetForTime(%d) = %d, %v, %v; want %d, %v", target, off, ok, err, want, found)
+			}
+		}
+		if _, err := s.DeleteRecords(ctx, "trimmed", 0, -1); err != nil {
+			t.Fatal(err)
+		}
+		if ps := points(); len(ps) > 1 {
+			t.Fatalf("after deleting every record: time index %v, want at most one point", ps)
+		}
+		// No record left, so no largest timestamp (Apache answers -1): the one kept pointed below the
+		// log start, where a consumer seeking to it gets OFFSET_OUT_OF_RANGE.
+		if off, ts, found, err := s.MaxTimestamp(ctx, "trimmed", 0); err != nil || found {
+			t.Fatalf("MaxTimestamp of an emptied partition = %d, %d, %v, %v; want none", off, ts, found, err)
+		}
+	})
+}
+
 // TestOffsetForTimeNativeGaps: entries deleted natively (XDEL) inside the scanned range, and the index
 // point itself, make reads come back short; the scan goes on to the high watermark.
 func TestOffsetForTimeNativeGaps(t *testing.T) {

@@ -152,8 +152,12 @@ finishBatch(meta, tindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, las
 return {nxt, start, 0}
 `)
 
-// deleteRecordsScript moves a partition's log start offset forward and trims the stream below it.
-// KEYS: stream, meta. ARGV: new log start offset (-1: the high watermark).
+// deleteRecordsScript moves a partition's log start offset forward and trims the stream below it, and
+// the time index's points below it but the last (whose running maximum still bounds the timestamps of
+// the records after it; OffsetForTime reads on from the log start past a point below it): kept, a
+// partition written for good left a point per few hundred records in Redis for good. At most
+// 10,000 points go per call; the next DeleteRecords or retention pass takes the rest.
+// KEYS: stream, meta, time index. ARGV: new log start offset (-1: the high watermark).
 // Returns the new log start offset, or -1 when the offset is beyond the high watermark.
 // XTRIM MINID needs Redis 6.2; older servers get an XRANGE + XDEL loop with the same effect.
 var deleteRecordsScript = redis.NewScript(`
@@ -177,6 +181,18 @@ if want > start then
   redis.call('HSET', KEYS[2], 'start', string.format('%d', want))
   start = want
 end
+local below = 0
+while below < 10000 do
+  local pts = redis.call('ZRANGE', KEYS[3], below, below + 99)
+  local n = 0
+  for _, m in ipairs(pts) do
+    if tonumber(m) >= start then break end
+    n = n + 1
+  end
+  below = below + n
+  if n < 100 then break end
+end
+if below > 1 then redis.call('ZREMRANGEBYRANK', KEYS[3], 0, below - 2) end
 return start
 `)
 
