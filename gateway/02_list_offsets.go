@@ -26,6 +26,12 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		topic, terr := g.topics.get(ctx, rt.Topic)
+		// The topic's earliest and latest lookups are one Redis round trip, not one per partition (a
+		// lag tool asks for every partition of every topic).
+		var (
+			ends  []int32
+			slots []int
+		)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -35,13 +41,37 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 				sp.ErrorCode = errCode(terr)
 			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Timestamp == -1 || rp.Timestamp == -2 || rp.Timestamp == -4:
+				ends = append(ends, rp.Partition)
+				slots = append(slots, len(st.Partitions))
+				sp.Timestamp = rp.Timestamp // for the fill below; answered as -1
 			default:
 				sp.ErrorCode = g.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp, &sp)
 			}
-			if req.Version == 0 && sp.ErrorCode == 0 && sp.Offset >= 0 {
-				sp.OldStyleOffsets = []int64{sp.Offset}
-			}
 			st.Partitions = append(st.Partitions, sp)
+		}
+		if len(ends) > 0 {
+			offs, err := g.store.PartitionOffsets(ctx, rt.Topic, ends)
+			for j, i := range slots {
+				sp := &st.Partitions[i]
+				latest := sp.Timestamp == -1
+				sp.Timestamp = -1
+				switch {
+				case err != nil:
+					sp.ErrorCode = errCode(err)
+				case latest:
+					sp.Offset = offs[j].End
+				default:
+					sp.Offset = offs[j].Start
+				}
+			}
+		}
+		if req.Version == 0 {
+			for i := range st.Partitions {
+				if sp := &st.Partitions[i]; sp.ErrorCode == 0 && sp.Offset >= 0 {
+					sp.OldStyleOffsets = []int64{sp.Offset}
+				}
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -50,15 +80,6 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 
 func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int64, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
 	switch ts {
-	case -1, -2, -4:
-		offs, err := g.store.PartitionOffsets(ctx, topic, []int32{p})
-		if err != nil {
-			return errCode(err)
-		}
-		sp.Offset = offs[0].End
-		if ts != -1 {
-			sp.Offset = offs[0].Start
-		}
 	case -3:
 		off, rts, found, err := g.store.MaxTimestamp(ctx, topic, p)
 		if err != nil {
