@@ -7,8 +7,11 @@ package gateway
 // names or bad values -> INVALID_CONFIG); validate_only checks without creating. Existing topic ->
 // TOPIC_ALREADY_EXISTS. v5+ returns the partition count, replication factor and configs; v7 the ID.
 //
+// Manual replica assignments must name partitions 0 to n-1, each once (INVALID_REPLICA_ASSIGNMENT
+// otherwise, as on Apache).
+//
 // Deviation: replication is Redis's, so any replication factor (-1 or >= 1) is accepted and reported
-// as 1; manual replica assignments are accepted for their partition count only.
+// as 1; the replicas of manual assignments are ignored (their partitions give the count).
 
 import (
 	"context"
@@ -68,6 +71,8 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			msg(kerr.InvalidTopicException.Code, "topic name collides with an existing topic on '.' and '_'")
 		case len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
 			msg(kerr.InvalidRequest.Code, "both a partition count or replication factor and a replica assignment were set")
+		case len(rt.ReplicaAssignment) > 0 && !assignsEachPartitionOnce(rt.ReplicaAssignment):
+			msg(kerr.InvalidReplicaAssignment.Code, "partitions should be a consecutive 0-based integer sequence, each assigned once")
 		case partitions < 1:
 			msg(kerr.InvalidPartitions.Code, "number of partitions must be at least 1 (or -1 for the default)")
 		case partitions > maxTopicPartitions:
@@ -110,6 +115,18 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// assignsEachPartitionOnce reports whether manual assignments name partitions 0 to len-1, each once.
+func assignsEachPartitionOnce(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) bool {
+	seen := make([]bool, len(as))
+	for _, a := range as {
+		if a.Partition < 0 || int(a.Partition) >= len(as) || seen[a.Partition] {
+			return false
+		}
+		seen[a.Partition] = true
+	}
+	return true
 }
 
 // newTopic builds a registry entry with a fresh topic ID.

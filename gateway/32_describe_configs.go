@@ -6,7 +6,8 @@ package gateway
 // DYNAMIC_TOPIC_CONFIG for a topic override, DEFAULT_CONFIG otherwise (v1+ reports the default as a
 // synonym when include_synonyms is set). Broker resources (type 4) report the broker-level defaults
 // kgate applies. Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; other resource types -> INVALID_REQUEST.
-// Requested config names filter the list.
+// Requested config names filter the list; none (a null or an empty list) asks for all, as on Apache.
+// Redis failures -> REQUEST_TIMED_OUT (adminErrCode).
 
 import (
 	"context"
@@ -33,7 +34,7 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 		res := kmsg.NewDescribeConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		want := func(name string) bool {
-			if rr.ConfigNames == nil {
+			if len(rr.ConfigNames) == 0 { // null or empty: all, as on Apache
 				return true
 			}
 			for _, n := range rr.ConfigNames {
@@ -64,7 +65,7 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 		case kmsg.ConfigResourceTypeTopic:
 			t, err := g.topics.get(ctx, rr.ResourceName)
 			if err != nil {
-				res.ErrorCode = timedOutErrCode(err)
+				res.ErrorCode = adminErrCode(err)
 				break
 			}
 			for _, name := range sortedConfigNames() {

@@ -4,7 +4,8 @@ package gateway
 //
 // Grows a topic's partition count (atomically in the registry; never shrinks). A count not above the
 // current one -> INVALID_PARTITIONS; unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; a topic named twice
-// -> INVALID_REQUEST; validate_only checks without changing. Replica assignments are ignored.
+// -> INVALID_REQUEST; validate_only checks without changing; Redis failures -> REQUEST_TIMED_OUT
+// (adminErrCode). Replica assignments are ignored.
 
 import (
 	"context"
@@ -33,7 +34,7 @@ func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsR
 		case seen[rt.Topic] > 1:
 			msg(kerr.InvalidRequest.Code, "topic named more than once")
 		case err != nil:
-			st.ErrorCode = timedOutErrCode(err)
+			st.ErrorCode = adminErrCode(err)
 		case rt.Count <= t.Partitions:
 			msg(kerr.InvalidPartitions.Code, "partition count can only grow")
 		case rt.Count > maxTopicPartitions:
@@ -46,7 +47,7 @@ func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsR
 			case errors.Is(err, redisstore.ErrInvalidPartitions):
 				msg(kerr.InvalidPartitions.Code, "partition count can only grow")
 			case err != nil:
-				st.ErrorCode = timedOutErrCode(err)
+				st.ErrorCode = adminErrCode(err)
 			default:
 				g.log.Info().Str("topic", rt.Topic).Int32("partitions", rt.Count).Msg("partitions added")
 			}

@@ -43,7 +43,7 @@ func errCode(err error) int16 {
 
 // timedOutErrCode is errCode where a timeout is REQUEST_TIMED_OUT, as on Apache: for an append, whose
 // batch may or may not have been stored (producers retry it; an idempotent one is then told it is a
-// duplicate), and for admin requests, which admin clients retry.
+// duplicate). Admin requests use adminErrCode.
 func timedOutErrCode(err error) int16 {
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return kerr.RequestTimedOut.Code
@@ -66,4 +66,21 @@ func groupErrCode(err error) int16 {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// adminErrCode maps a store error in an admin request (CreatePartitions, DescribeConfigs) to a Kafka
+// code: the store's refusals to theirs, and any Redis failure, timeout or not, to REQUEST_TIMED_OUT,
+// which admin clients retry, as CreateTopics and DeleteTopics answer. (errCode's NOT_LEADER_OR_FOLLOWER
+// means nothing to an admin request: no partition leader is involved.)
+func adminErrCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, redisstore.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, redisstore.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	default:
+		return kerr.RequestTimedOut.Code
+	}
 }
