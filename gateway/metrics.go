@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -96,7 +98,14 @@ func forgetTopicMetrics(topic string) {
 }
 
 // forgetGroupMetrics drops a deleted group's series: group ids come and go (throwaway consumers).
-func forgetGroupMetrics(group string) { mCommits.DeleteLabelValues(group) }
+func forgetGroupMetrics(group string) {
+	commitGroups.Lock()
+	if commitGroups.labelled[group] {
+		delete(commitGroups.labelled, group)
+		mCommits.DeleteLabelValues(group)
+	}
+	commitGroups.Unlock()
+}
 
 func recordsProduced(topic string, n int) { mProduced.WithLabelValues(topic).Add(float64(n)) }
 
@@ -266,14 +275,41 @@ func responseErrors(resp kmsg.Response, fn func(int16)) {
 }
 
 var mCommits = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "kgate_offset_commits_total", Help: "Partition offsets committed, by group.",
+	Name: "kgate_offset_commits_total",
+	Help: "Partition offsets committed, by group (the first " + strconv.Itoa(maxCommitGroupSeries) + " groups; the rest as group=\"" + otherGroups + "\").",
 }, []string{"group"})
 
 func init() { metricsRegistry.MustRegister(mCommits) }
 
+// maxCommitGroupSeries bounds the groups kgate_offset_commits_total has a series of: throwaway group
+// ids (a console consumer's, a stream processor's per query) would otherwise add one each for the life
+// of the process. The commits of groups beyond it are counted under otherGroups; a deleted group's
+// series frees its place.
+const (
+	maxCommitGroupSeries = 1000
+	otherGroups          = "_other"
+)
+
+var commitGroups = struct {
+	sync.Mutex
+	labelled map[string]bool
+}{labelled: map[string]bool{}}
+
 // offsetsCommitted counts a group's commits; a group id that is no valid label value (not UTF-8:
 // Kafka group ids are any bytes) is not counted, rather than failing the commit.
 func offsetsCommitted(group string, n int) {
+	if !utf8.ValidString(group) {
+		return
+	}
+	commitGroups.Lock()
+	if !commitGroups.labelled[group] {
+		if len(commitGroups.labelled) < maxCommitGroupSeries && group != otherGroups {
+			commitGroups.labelled[group] = true
+		} else {
+			group = otherGroups
+		}
+	}
+	commitGroups.Unlock()
 	if c, err := mCommits.GetMetricWithLabelValues(group); err == nil {
 		c.Add(float64(n))
 	}

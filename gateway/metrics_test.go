@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
@@ -150,4 +153,24 @@ func TestLagMetricsNotHeldUpByOneGroup(t *testing.T) {
 			t.Errorf("no lag series for %s while lag-a's read stalled:\n%s", group, body)
 		}
 	}
+}
+
+// TestCommitMetricGroupsBounded: kgate_offset_commits_total has a series for at most
+// maxCommitGroupSeries groups; the commits of the groups after them are counted under "_other", so
+// throwaway group ids do not add a series each for the life of the process.
+func TestCommitMetricGroupsBounded(t *testing.T) {
+	for i := range maxCommitGroupSeries + 50 {
+		offsetsCommitted(fmt.Sprintf("bounded-%d", i), 1)
+	}
+	if n := testutil.CollectAndCount(mCommits); n > maxCommitGroupSeries+1 {
+		t.Fatalf("%d series of kgate_offset_commits_total, want at most %d", n, maxCommitGroupSeries+1)
+	}
+	if v := testutil.ToFloat64(mCommits.WithLabelValues(otherGroups)); v < 50 {
+		t.Fatalf("%v commits counted as %q, want at least 50", v, otherGroups)
+	}
+	t.Cleanup(func() {
+		for i := range maxCommitGroupSeries + 50 {
+			forgetGroupMetrics(fmt.Sprintf("bounded-%d", i))
+		}
+	})
 }
