@@ -795,3 +795,55 @@ func TestListOffsetsOneRoundTripPerTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchManyPartitionsShareBuffers: the record batches of a fetch's partitions share pooled chunks;
+// a buffer each (16 KiB at least) held 8 MB for a fetch of 500 partitions of one small record each
+// until the response was written.
+func TestFetchManyPartitionsShareBuffers(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const name, parts = "many-small", 500
+	t.Cleanup(func() { forgetSizing(name) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: parts, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	var batches []*redisstore.Batch
+	for p := range int32(parts) {
+		batches = append(batches, &redisstore.Batch{Topic: name, Partition: p, ProducerID: -1,
+			Records: []redisstore.Record{{Timestamp: 1, Value: bytes.Repeat([]byte{'v'}, 100)}}})
+	}
+	for _, r := range store.Append(ctx, batches) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	req := fetchRequest(name, 0, 0, 1<<20, 50<<20)
+	for p := int32(1); p < parts; p++ {
+		rp := req.Topics[0].Partitions[0]
+		rp.Partition = p
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	}
+	c := fetchConn(t, g)
+	for round := range 3 { // the first rounds size the partitions' reads
+		resp, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, sp := range resp.(*kmsg.FetchResponse).Topics[0].Partitions {
+			got += countRecords(sp.RecordBatches)
+		}
+		held := 0
+		for _, bp := range c.outBufs {
+			held += cap(*bp)
+		}
+		c.releaseOutBufs()
+		if round == 2 {
+			if got != parts {
+				t.Fatalf("fetched %d records, want %d", got, parts)
+			}
+			if held > 1<<20 {
+				t.Fatalf("%d records of 100 bytes held %d KiB of buffers", got, held>>10)
+			}
+		}
+	}
+}
