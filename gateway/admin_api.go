@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"sort"
 	"strconv"
@@ -101,51 +100,39 @@ func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, g
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	// A coordinator that hangs must not hang the admin request: past the timeout this gateway answers.
+	// A coordinator that hangs, fails, or stops half way through its answer must not hang or break the
+	// admin request: past the timeout, or on any error, this gateway answers itself, from Redis. The
+	// answer is read whole before any of it is passed on.
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
-	fwd := r.WithContext(ctx)
-	fwd.Body, fwd.ContentLength = http.NoBody, int64(len(body))
-	if len(body) > 0 {
-		fwd.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	failed := false
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Director = func(req *http.Request) {
-		req.URL.Scheme, req.URL.Host = target.Scheme, target.Host
-		req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
-	}
-	proxy.ErrorHandler = func(http.ResponseWriter, *http.Request, error) { failed = true }
-	// A coordinator that does not answer leaves the answer to this gateway, from Redis.
-	rec := &bufferedResponse{header: http.Header{}}
-	proxy.ServeHTTP(rec, fwd)
-	if failed {
+	u := *r.URL
+	u.Scheme, u.Host = target.Scheme, target.Host
+	req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), bytes.NewReader(body))
+	if err != nil {
 		return false
 	}
-	for k, v := range rec.header {
+	req.Header = r.Header.Clone()
+	req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer+1))
+	if err != nil || len(answer) > maxForwardedAnswer {
+		return false
+	}
+	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
-	w.WriteHeader(rec.status)
-	_, _ = w.Write(rec.body)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(answer)
 	return true
 }
 
-// bufferedResponse holds a proxied answer until it is known to have succeeded.
-type bufferedResponse struct {
-	header http.Header
-	status int
-	body   []byte
-}
-
-func (b *bufferedResponse) Header() http.Header { return b.header }
-func (b *bufferedResponse) WriteHeader(s int)   { b.status = s }
-func (b *bufferedResponse) Write(p []byte) (int, error) {
-	if b.status == 0 {
-		b.status = http.StatusOK
-	}
-	b.body = append(b.body, p...)
-	return len(p), nil
-}
+// maxForwardedAnswer bounds a coordinator's answer to a forwarded admin request (a larger one is
+// answered by this gateway instead).
+const maxForwardedAnswer = 64 << 20
 
 // groupSummary is one line of GET /api/v1/groups.
 type groupSummary struct {

@@ -976,3 +976,70 @@ func TestAdminGroupsPeerNotAnswering(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminForwardBrokenAnswer: a group request forwarded to its coordinator, which sends the headers
+// of its answer and then stalls, is answered by the gateway asked, from Redis, once the forward times
+// out; the reverse proxy used before aborted the request and the client got a dropped connection.
+func TestAdminForwardBrokenAnswer(t *testing.T) {
+	t.Parallel()
+	b := backends()[0]
+	stall, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	held.Add(1)
+	go func() { // answers each request with headers and the start of a body, then nothing
+		defer held.Done()
+		for {
+			c, err := stall.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf)
+				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"group\":"))
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		stall.Close()
+		held.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	fast := func(id int32, advertise string) func(*gateway.Config) {
+		return func(c *gateway.Config) {
+			c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
+			if advertise != "" {
+				c.AdminAdvertised = advertise
+			}
+		}
+	}
+	g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
+	startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall.Addr().String())})
+	waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
+	group := admCoordinatedBy("adm-broken-answer", 1)
+	ctx := testCtx(t, 30*time.Second)
+	adm := newAdmin(t, g0)
+	admCreateTopics(t, ctx, adm, 1, nil, "adm-broken-answer")
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "adm-broken-answer", Partition: 0, At: 0, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit for %s: %v %v", group, err, resp.Error())
+	}
+	var d admGroupDetail
+	admJSON(t, http.MethodGet, admGroupURL(g0, group), nil, http.StatusOK, &d)
+	if d.Group != group || d.Source != "redis" {
+		t.Fatalf("group answer %+v, want %s read from Redis by gateway 0", d, group)
+	}
+}
