@@ -23,6 +23,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 	"unsafe"
@@ -41,6 +42,7 @@ type fetchPart struct {
 	offset    int64
 	maxBytes  int32
 	logAppend bool
+	known     bool // the partition has a meta hash (redisstore.ReadRequest.KnownPartition)
 	resp      *kmsg.FetchResponseTopicPartition
 	sizing    *partSizing
 	// next is the offset after the last record of the response (offset when it has none); more
@@ -114,7 +116,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 			key := partKey{topic.Name, rp.Partition}
 			parts = append(parts, fetchPart{
 				key: key, topicID: topic.ID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
-				logAppend: logAppend, resp: &st.Partitions[pi], sizing: sizingOf(key),
+				logAppend: logAppend, known: rp.Partition < topic.PartitionMeta, resp: &st.Partitions[pi], sizing: sizingOf(key),
 			})
 		}
 	}
@@ -250,7 +252,7 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 			taken = true
 		}
 		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: max(expect, 1),
-			RecordBytes: p.sizing.stored.Load()}
+			RecordBytes: p.sizing.stored.Load(), KnownPartition: p.known}
 	}
 	return reqs
 }
@@ -336,6 +338,9 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		if r.Err != nil {
 			sp.ErrorCode = errCode(r.Err)
 			rd.failed = true
+			if errors.Is(r.Err, redisstore.ErrUnknownPartition) {
+				c.g.topics.invalidate() // deleted through another gateway: the next lookup sees it
+			}
 			continue
 		}
 		sp.ErrorCode = 0

@@ -847,3 +847,27 @@ func TestFetchManyPartitionsShareBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchTopicDeletedElsewhere: a fetch of a topic another gateway deleted, which this gateway's topic
+// cache still holds (for up to a second), answers UNKNOWN_TOPIC_OR_PARTITION, as Apache does for a
+// deleted topic; it answered OFFSET_OUT_OF_RANGE with a high watermark of 0, which resets a consumer's
+// position (or, with auto.offset.reset=none, fails it).
+func TestFetchTopicDeletedElsewhere(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const name = "deleted-elsewhere"
+	t.Cleanup(func() { forgetSizing(name) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, ctx, store, name, 0, 6, 10)
+	c := fetchConn(t, g)
+	if sp := fetchOne(t, ctx, c, fetchRequest(name, 0, 5, 1<<20, 1<<20)); sp.ErrorCode != 0 || sp.HighWatermark != 6 {
+		t.Fatalf("before the delete: error %d, high watermark %d", sp.ErrorCode, sp.HighWatermark)
+	}
+	if err := store.DeleteTopic(ctx, name); err != nil { // as another gateway does: this one's cache still has it
+		t.Fatal(err)
+	}
+	if sp := fetchOne(t, ctx, c, fetchRequest(name, 0, 5, 1<<20, 1<<20)); sp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("after the delete: error %d, high watermark %d; want UNKNOWN_TOPIC_OR_PARTITION (%d)", sp.ErrorCode, sp.HighWatermark, kerr.UnknownTopicOrPartition.Code)
+	}
+}

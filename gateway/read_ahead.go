@@ -170,7 +170,7 @@ func (ra *readAhead) order(reqs []redisstore.ReadRequest, ids [][16]byte) []int 
 func (c *conn) freshOffsets(ctx context.Context, reqs []redisstore.ReadRequest, res []redisstore.ReadResult) {
 	only := make([]redisstore.ReadRequest, len(reqs))
 	for i, r := range reqs {
-		only[i] = redisstore.ReadRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		only[i] = redisstore.ReadRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, KnownPartition: r.KnownPartition}
 	}
 	now := c.g.store.Read(ctx, only)
 	for i := range res {

@@ -434,6 +434,19 @@ type ReadRequest struct {
 	// RecordBytes is the size the caller expects of a record, its key, value and headers (0: unknown;
 	// an estimate of its encoded size will do). It only sizes the buffer the reply is read into.
 	RecordBytes int64
+	// KnownPartition says the partition has a meta hash (Topic.PartitionMeta): a read that finds none
+	// answers ErrUnknownPartition (the topic was deleted since the caller looked it up), not the
+	// offsets of an empty partition.
+	KnownPartition bool
+}
+
+// readOffsets are the offsets of an HMGET of a partition's meta hash (next, start) for r, or
+// ErrUnknownPartition when r's partition is known to have a meta hash and it is gone.
+func readOffsets(r ReadRequest, v []any) (Offsets, error) {
+	if r.KnownPartition && len(v) == 2 && v[0] == nil && v[1] == nil {
+		return Offsets{}, ErrUnknownPartition
+	}
+	return parseOffsets(v), nil
 }
 
 // expected is the number of entries r is expected to find.
@@ -637,7 +650,7 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 			out[i].Err = err
 			continue
 		}
-		out[i].Offsets = parseOffsets(c.Val())
+		out[i].Offsets, out[i].Err = readOffsets(reqs[i], c.Val())
 	}
 	for i, p := range pieces {
 		errs[i], raws[i] = ranges[i].Err(), bufs[i].b
@@ -696,7 +709,7 @@ func (s *Store) readAgain(ctx context.Context, reqs []ReadRequest, pieces []read
 			out[i].Err = err
 			continue
 		}
-		out[i].Offsets = parseOffsets(c.Val())
+		out[i].Offsets, out[i].Err = readOffsets(reqs[i], c.Val())
 	}
 	for i, c := range ranges {
 		if c == nil {
