@@ -127,12 +127,12 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 // partition replaces (nil when there are none). Apache keeps the last entry for a partition, which
 // alone is appended and answered; appending each would store a client's repeated records twice.
 func supersededEntries(req *kmsg.ProduceRequest) [][]bool {
+	if !repeatsPartition(req) {
+		return nil
+	}
 	n := 0
 	for _, rt := range req.Topics {
 		n += len(rt.Partitions)
-	}
-	if n < 2 {
-		return nil
 	}
 	seen := make(map[partKey]struct{}, n)
 	var out [][]bool
@@ -154,6 +154,40 @@ func supersededEntries(req *kmsg.ProduceRequest) [][]bool {
 		}
 	}
 	return out
+}
+
+// repeatsPartition reports whether req may list a partition more than once, without allocating in
+// the common case (no topic named twice, partition ids below 8192): supersededEntries then has
+// nothing to do.
+func repeatsPartition(req *kmsg.ProduceRequest) bool {
+	if len(req.Topics) > 64 {
+		return true // a pairwise check of the names would cost more than the map
+	}
+	for i := range req.Topics {
+		for j := range i {
+			if req.Topics[i].Topic == req.Topics[j].Topic {
+				return true
+			}
+		}
+	}
+	var seen [8192 / 64]uint64
+	for _, rt := range req.Topics {
+		if len(rt.Partitions) < 2 {
+			continue
+		}
+		clear(seen[:])
+		for _, rp := range rt.Partitions {
+			p := rp.Partition
+			if p < 0 || p >= 8192 {
+				return true // out of the bitset's range: the map decides
+			}
+			if seen[p/64]&(1<<(p%64)) != 0 {
+				return true
+			}
+			seen[p/64] |= 1 << (p % 64)
+		}
+	}
+	return false
 }
 
 // begin registers the job's appends with the tail cache and starts copying the records it keeps,

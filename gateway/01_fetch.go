@@ -223,9 +223,12 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 		}
 		return p.offset
 	}
+	// Each partition's last high watermark is loaded once: other connections' reads move it meanwhile.
+	ends := make([]int64, len(parts))
 	caughtUp := int64(0)
 	for i := range parts {
-		if parts[i].sizing.end.Load() == offsetOf(&parts[i]) {
+		ends[i] = parts[i].sizing.end.Load()
+		if ends[i] == offsetOf(&parts[i]) {
 			caughtUp++
 		}
 	}
@@ -241,7 +244,7 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 			count = min(count, max(left, 0)/size+1)
 		}
 		expect := count
-		if end := p.sizing.end.Load(); end >= 0 {
+		if end := ends[i]; end >= 0 {
 			expect = min(expect, max(end-offset, 0))
 			if end == offset {
 				count = min(count, max(int64(maxBytes)/caughtUp/size, 1))
@@ -359,7 +362,9 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 			// partitions of one small record.
 			need := min(len(r.Records)*int(p.sizing.encodedSize())+batchOverhead, max(limit, 0)+batchOverhead)
 			if chunk == nil || cap(*chunk)-len(*chunk) < need {
-				chunk = getBuf(max(need, fetchChunk))
+				// As large as the partitions left are expected to need, up to fetchChunk: a fetch
+				// of one small record takes no more than it did with a buffer per partition.
+				chunk = getBuf(max(need, min(fetchChunk, need*(len(results)-i))))
 				*bufs = append(*bufs, chunk)
 			}
 			at := len(*chunk)

@@ -26,6 +26,13 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		resp.ErrorCode = code
 		return resp, nil
 	}
+	// Which partitions exist is settled before the group's writes are held: a lookup can wait out a
+	// Redis timeout, and the group's commits wait behind the hold.
+	unknown, code := g.unknownPartitions(ctx, req)
+	if code != 0 {
+		resp.ErrorCode = code
+		return resp, nil
+	}
 	defer g.writes.delete(req.Group)()
 	info, live, code := g.describeGroup(ctx, req.Group)
 	if code != 0 {
@@ -51,47 +58,19 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 		return resp, nil
 	}
-	var (
-		del       []redisstore.OffsetCommit
-		committed map[partKey]bool // read once, when a partition is not a known topic's
-	)
+	var del []redisstore.OffsetCommit
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetDeleteResponseTopic()
 		st.Topic = rt.Topic
-		topic, terr := g.topics.get(ctx, rt.Topic)
-		if terr != nil && terr != redisstore.ErrUnknownTopic {
-			resp.ErrorCode = groupErrCode(terr)
-			resp.Topics = nil
-			return resp, nil
-		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if terr != nil || rp.Partition < 0 || rp.Partition >= topic.Partitions {
-				// As Apache answers for a partition it does not know, unless the group has an offset
-				// there: kgate keeps a deleted topic's offsets (Apache drops them with the topic), and
-				// this is how they go.
-				if committed == nil {
-					cs, err := g.store.CommittedOffsets(ctx, req.Group)
-					if err != nil {
-						resp.ErrorCode = groupErrCode(err)
-						resp.Topics = nil
-						return resp, nil
-					}
-					committed = map[partKey]bool{}
-					for _, c := range cs {
-						committed[partKey{c.Topic, c.Partition}] = true
-					}
-				}
-				if !committed[partKey{rt.Topic, rp.Partition}] {
-					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-					st.Partitions = append(st.Partitions, sp)
-					continue
-				}
-			}
-			if nonEmpty && info.IsSubscribed(rt.Topic) {
+			switch {
+			case unknown[partKey{rt.Topic, rp.Partition}]:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case nonEmpty && info.IsSubscribed(rt.Topic):
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
-			} else {
+			default:
 				del = append(del, redisstore.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition})
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -102,4 +81,40 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		resp.ErrorCode = groupErrCode(err)
 	}
 	return resp, nil
+}
+
+// unknownPartitions are the partitions of req that are no known topic's and where the group has no
+// offset, answered UNKNOWN_TOPIC_OR_PARTITION as on Apache; an offset of a deleted topic's partition,
+// which kgate keeps (Apache drops them with the topic), is deleted like any other. code is the
+// request's error when the topics or offsets cannot be read.
+func (g *Gateway) unknownPartitions(ctx context.Context, req *kmsg.OffsetDeleteRequest) (unknown map[partKey]bool, code int16) {
+	var committed map[partKey]bool // read once, when a partition is not a known topic's
+	for _, rt := range req.Topics {
+		topic, terr := g.topics.get(ctx, rt.Topic)
+		if terr != nil && terr != redisstore.ErrUnknownTopic {
+			return nil, groupErrCode(terr)
+		}
+		for _, rp := range rt.Partitions {
+			if terr == nil && rp.Partition >= 0 && rp.Partition < topic.Partitions {
+				continue
+			}
+			if committed == nil {
+				cs, err := g.store.CommittedOffsets(ctx, req.Group)
+				if err != nil {
+					return nil, groupErrCode(err)
+				}
+				committed = map[partKey]bool{}
+				for _, c := range cs {
+					committed[partKey{c.Topic, c.Partition}] = true
+				}
+			}
+			if k := (partKey{rt.Topic, rp.Partition}); !committed[k] {
+				if unknown == nil {
+					unknown = map[partKey]bool{}
+				}
+				unknown[k] = true
+			}
+		}
+	}
+	return unknown, 0
 }

@@ -24,8 +24,9 @@ type adminServer struct {
 // cancelled (the end of shutdown).
 const adminHandlerWait = 2 * time.Second
 
-// adminWriteTimeout bounds an admin request from the end of its headers to the end of its answer.
-const adminWriteTimeout = time.Minute
+// adminWriteTimeout bounds an admin request from the end of its headers to the end of its answer:
+// generous, as a list with lag over many groups can take a while, but an answer nobody reads ends.
+const adminWriteTimeout = 5 * time.Minute
 
 func (g *Gateway) listenAdmin() error {
 	ln, err := net.Listen("tcp", g.cfg.AdminListen)

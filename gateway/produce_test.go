@@ -54,3 +54,30 @@ func TestProduceDecompressionBounded(t *testing.T) {
 		t.Fatalf("decompressed %d bytes counted, want about 800 KiB", j.decompressed)
 	}
 }
+
+// TestRepeatsPartitionNoAllocation: telling a Produce request that lists no partition twice, the common
+// case, allocates nothing; one that does is told.
+func TestRepeatsPartitionNoAllocation(t *testing.T) {
+	req := kmsg.NewPtrProduceRequest()
+	for _, name := range []string{"a", "b"} {
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = name
+		for p := range int32(64) {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = 63 - p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if supersededEntries(req) != nil {
+			t.Fatal("a request without repeats has superseded entries")
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per request without repeats, want 0", allocs)
+	}
+	req.Topics[1].Partitions[5].Partition = 3
+	if got := supersededEntries(req); got == nil || !got[1][5] || got[1][60] {
+		t.Fatalf("superseded entries %v, want topic b's first entry for partition 3 (its 6th), not its last", got)
+	}
+}

@@ -58,7 +58,7 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"compression.zstd.level":                  {def: constant("3"), validate: intRange(-131072, 22)},
 	"max.message.bytes":                       {def: func(c *Config) string { return strconv.Itoa(int(c.MaxMessageBytes)) }, validate: intRange(0, 1<<31-1), enforced: true},
 	"message.timestamp.type":                  {def: constant("CreateTime"), validate: oneOf("CreateTime", "LogAppendTime"), enforced: true},
-	"retention.ms":                            {def: func(c *Config) string { return strconv.FormatInt(c.DefaultRetentionMs, 10) }, validate: intRange(-1, maxInt64)},
+	"retention.ms":                            {def: func(c *Config) string { return strconv.FormatInt(c.DefaultRetentionMs, 10) }, validate: intRange(-1, maxInt64), enforced: true},
 	"retention.bytes":                         {def: func(c *Config) string { return strconv.FormatInt(c.DefaultRetentionBytes, 10) }, validate: intRange(-1, maxInt64)},
 	"segment.bytes":                           {def: constant("1073741824"), validate: intRange(14, 1<<31-1)},
 	"segment.ms":                              {def: constant("604800000"), validate: intRange(1, maxInt64)},
