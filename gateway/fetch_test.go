@@ -256,33 +256,27 @@ func TestFetchOffsetPastAnyEntry(t *testing.T) {
 	}
 }
 
-// TestFetchOwnAppendThenOtherGateway: a long-poll woken once for two appends, this gateway's own and
-// then another gateway's (their signals merge in the waiter's one-slot channel), is answered with
-// both as soon as they are in, not at max_wait: its own append alone, below min_bytes, only shows the
-// partition as of that append, so the fetch reads Redis before it waits again.
-func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
-	ctx, g, store := embeddedGateway(t, Config{})
-	const topicName = "merged-wake"
-	t.Cleanup(func() { forgetSizing(topicName) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topicName, ID: [16]byte{'m'}, Partitions: 1}); err != nil {
+// watchedTopic creates a one-partition topic with the given ID and has a fetch read its partition to
+// the end, so the tail cache copies appends to it; it returns the topic as the gateway sees it.
+func watchedTopic(t *testing.T, ctx context.Context, g *Gateway, store *redisstore.Store, name string, id [16]byte) redisstore.Topic {
+	t.Helper()
+	t.Cleanup(func() { forgetSizing(name) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, ID: id, Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	topic, err := g.topics.get(ctx, topicName)
+	topic, err := g.topics.get(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := partKey{topicName, 0}
-	// A fetch read the partition to its end, so the tail cache copies appends to it.
-	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
+	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(name, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
 		t.Fatalf("first fetch: error %d", sp.ErrorCode)
 	}
-	// Each record alone is below min_bytes, the two together are above it.
-	batch := func() *redisstore.Batch {
-		return &redisstore.Batch{Topic: topicName, Partition: 0, ProducerID: -1,
-			Records: []redisstore.Record{{Timestamp: 1, Value: bytes.Repeat([]byte{'v'}, 200)}}}
-	}
-	const minBytes = 300
+	return topic
+}
 
+// longPoll starts a fetch of partition 0 of topic from offset 0 that waits up to 15 s for minBytes,
+// and returns where its answer comes; the fetch ends with the test.
+func longPoll(t *testing.T, ctx context.Context, g *Gateway, topic string, minBytes int32) <-chan kmsg.FetchResponseTopicPartition {
 	fctx, cancel := context.WithCancel(ctx)
 	answered := make(chan kmsg.FetchResponseTopicPartition, 1)
 	done := make(chan struct{})
@@ -290,13 +284,31 @@ func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
-		req := fetchRequest(topicName, 0, 0, 1<<20, 1<<20)
+		req := fetchRequest(topic, 0, 0, 1<<20, 1<<20)
 		req.MinBytes, req.MaxWaitMillis = minBytes, 15000
 		resp, err := c.fetch(fctx, req)
 		if err == nil {
 			answered <- resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
 		}
 	}()
+	return answered
+}
+
+// TestFetchOwnAppendThenOtherGateway: a long-poll woken once for two appends, this gateway's own and
+// then another gateway's (their signals merge in the waiter's one-slot channel), is answered with
+// both as soon as they are in, not at max_wait: its own append alone, below min_bytes, only shows the
+// partition as of that append, so the fetch reads Redis before it waits again.
+func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	const topicName = "merged-wake"
+	topic := watchedTopic(t, ctx, g, store, topicName, [16]byte{'m'})
+	k := partKey{topicName, 0}
+	// Each record alone is below min_bytes, the two together are above it.
+	batch := func() *redisstore.Batch {
+		return &redisstore.Batch{Topic: topicName, Partition: 0, ProducerID: -1,
+			Records: []redisstore.Record{{Timestamp: 1, Value: bytes.Repeat([]byte{'v'}, 200)}}}
+	}
+	answered := longPoll(t, ctx, g, topicName, 300)
 	// The appends come once the fetch waits (its arrival taken and its first read done).
 	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
 
@@ -336,18 +348,8 @@ func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
 func TestFetchAnsweredByAppendInFlight(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	const topicName = "in-flight-wake"
-	t.Cleanup(func() { forgetSizing(topicName) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topicName, ID: [16]byte{'i'}, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := g.topics.get(ctx, topicName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topic := watchedTopic(t, ctx, g, store, topicName, [16]byte{'i'})
 	k := partKey{topicName, 0}
-	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
-		t.Fatalf("first fetch: error %d", sp.ErrorCode)
-	}
 	batch := func() *redisstore.Batch {
 		return &redisstore.Batch{Topic: topicName, Partition: 0, ProducerID: -1,
 			Records: []redisstore.Record{{Timestamp: 1, Value: []byte("v")}}}
@@ -356,21 +358,7 @@ func TestFetchAnsweredByAppendInFlight(t *testing.T) {
 	a := batch()
 	copyOf, ticket := g.tail.begin([]partKey{k})
 	cp := copyBatch(a.Records, 0)
-
-	fctx, cancel := context.WithCancel(ctx)
-	answered := make(chan kmsg.FetchResponseTopicPartition, 1)
-	done := make(chan struct{})
-	c := fetchConn(t, g)
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		req := fetchRequest(topicName, 0, 0, 1<<20, 1<<20)
-		req.MinBytes, req.MaxWaitMillis = 1, 15000
-		resp, err := c.fetch(fctx, req)
-		if err == nil {
-			answered <- resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
-		}
-	}()
+	answered := longPoll(t, ctx, g, topicName, 1)
 	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
 
 	// ... and reaches Redis after the fetch's first read; another gateway appends after it.
@@ -404,18 +392,8 @@ func TestFetchAnsweredByAppendInFlight(t *testing.T) {
 func TestFetchLostAppendNotServed(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	const topicName = "lost-append"
-	t.Cleanup(func() { forgetSizing(topicName) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topicName, ID: [16]byte{'l'}, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := g.topics.get(ctx, topicName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	topic := watchedTopic(t, ctx, g, store, topicName, [16]byte{'l'})
 	k := partKey{topicName, 0}
-	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(topicName, 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 {
-		t.Fatalf("first fetch: error %d", sp.ErrorCode)
-	}
 	records := func(n int) []redisstore.Record {
 		recs := make([]redisstore.Record, n)
 		for i := range recs {

@@ -901,35 +901,7 @@ func TestAdminGroupChangeNeedsItsCoordinator(t *testing.T) {
 // asked again). The list still comes, from Redis.
 func TestAdminGroupsPeerNotAnswering(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		stall, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var held sync.WaitGroup
-		var mu sync.Mutex
-		var conns []net.Conn
-		held.Add(1)
-		go func() { // accepts and never answers, until the test ends
-			defer held.Done()
-			for {
-				c, err := stall.Accept()
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				mu.Unlock()
-			}
-		}()
-		t.Cleanup(func() {
-			stall.Close()
-			held.Wait()
-			mu.Lock()
-			defer mu.Unlock()
-			for _, c := range conns {
-				c.Close()
-			}
-		})
+		stall := stallingPeer(t, nil) // accepts and never answers, until the test ends
 		fast := func(id int32, advertise string) func(*gateway.Config) {
 			return func(c *gateway.Config) {
 				c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
@@ -939,7 +911,7 @@ func TestAdminGroupsPeerNotAnswering(t *testing.T) {
 			}
 		}
 		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
-		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall.Addr().String())})
+		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
 		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
 		ctx := testCtx(t, 60*time.Second)
 		topic := "adm-stalled-peer"
@@ -983,39 +955,10 @@ func TestAdminGroupsPeerNotAnswering(t *testing.T) {
 func TestAdminForwardBrokenAnswer(t *testing.T) {
 	t.Parallel()
 	b := backends()[0]
-	stall, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	held.Add(1)
-	go func() { // answers each request with headers and the start of a body, then nothing
-		defer held.Done()
-		for {
-			c, err := stall.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				buf := make([]byte, 4096)
-				_, _ = c.Read(buf)
-				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"group\":"))
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		stall.Close()
-		held.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
+	stall := stallingPeer(t, func(c net.Conn) { // headers and the start of a body, then nothing
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"group\":"))
 	})
 	fast := func(id int32, advertise string) func(*gateway.Config) {
 		return func(c *gateway.Config) {
@@ -1026,7 +969,7 @@ func TestAdminForwardBrokenAnswer(t *testing.T) {
 		}
 	}
 	g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
-	startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall.Addr().String())})
+	startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
 	waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
 	group := admCoordinatedBy("adm-broken-answer", 1)
 	ctx := testCtx(t, 30*time.Second)
@@ -1042,4 +985,37 @@ func TestAdminForwardBrokenAnswer(t *testing.T) {
 	if d.Group != group || d.Source != "redis" {
 		t.Fatalf("group answer %+v, want %s read from Redis by gateway 0", d, group)
 	}
+}
+
+// stallingPeer listens on 127.0.0.1 as a peer's admin API that never finishes an answer: each
+// connection is handed to talk (which may write part of an answer; nil: nothing), then held open
+// until the test ends. It returns the listener's address.
+func stallingPeer(t *testing.T, talk func(net.Conn)) string {
+	stall, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepting, talking sync.WaitGroup
+	var conns []net.Conn // appended by the accept loop alone, read once it is done
+	accepting.Go(func() {
+		for {
+			c, err := stall.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			if talk != nil {
+				talking.Go(func() { talk(c) })
+			}
+		}
+	})
+	t.Cleanup(func() {
+		stall.Close()
+		accepting.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+		talking.Wait()
+	})
+	return stall.Addr().String()
 }
