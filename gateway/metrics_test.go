@@ -174,3 +174,25 @@ func TestCommitMetricGroupsBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestMetricsForgetTopicsDeletedElsewhere: a topic deleted through another gateway leaves this
+// gateway's per-topic series once its topic cache sees it gone, not at the process's end.
+func TestMetricsForgetTopicsDeletedElsewhere(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "gone-elsewhere", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.topics.get(ctx, "gone-elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	recordsProduced("gone-elsewhere", 1)
+	if err := store.DeleteTopic(ctx, "gone-elsewhere"); err != nil { // as another gateway does
+		t.Fatal(err)
+	}
+	if err := g.topics.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if mProduced.DeleteLabelValues("gone-elsewhere") { // true: the series was still there
+		t.Fatal(`kgate_records_produced_total{topic="gone-elsewhere"} kept after the topic was deleted elsewhere`)
+	}
+}

@@ -78,8 +78,12 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	c.byName, c.byID, c.dots, c.loaded = all, byID, dots, began
 	c.mu.Unlock()
 	for name, t := range old {
-		if now, ok := all[name]; !ok || now.ID != t.ID {
+		now, ok := all[name]
+		if !ok || now.ID != t.ID {
 			forgetSizing(name) // deleted, or created again, through any gateway
+		}
+		if !ok {
+			forgetTopicMetrics(name) // deleted through another gateway too: its series go
 		}
 	}
 	return nil
