@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 
@@ -77,10 +78,21 @@ var (
 	lz4Decoders  = sync.Pool{New: func() any { return &lz4Decoder{r: lz4.NewReader(nil)} }}
 
 	// zstdDecoders holds one *sync.Pool per memory bound: the bound is
-	// fixed when a decoder is made. Callers use one limit, so this holds
-	// one pool in practice.
+	// fixed when a decoder is made. Bounds are powers of two (zstdBound),
+	// so the limits callers pass, which vary with what is left of a
+	// request's budget, make a few dozen pools at most, not one each.
 	zstdDecoders sync.Map
 )
+
+// zstdBound is the decoder memory bound used for limit: the power of two at
+// or above it (and zstdMinMemory). decompress still refuses output over limit.
+func zstdBound(limit int) int {
+	b := zstdMinMemory
+	for b < limit && b < math.MaxInt/2 {
+		b *= 2
+	}
+	return max(b, limit)
+}
 
 func getZstdDecoder(bound int) (*zstdDecoder, *sync.Pool, error) {
 	p, ok := zstdDecoders.Load(bound)
@@ -140,7 +152,7 @@ func decompress(c Codec, src []byte, limit int) ([]byte, error) {
 			zd   *zstdDecoder
 			pool *sync.Pool
 		)
-		if zd, pool, err = getZstdDecoder(max(limit, zstdMinMemory)); err == nil {
+		if zd, pool, err = getZstdDecoder(zstdBound(limit)); err == nil {
 			out, err = zd.d.DecodeAll(src, nil)
 			pool.Put(zd)
 			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
