@@ -122,7 +122,12 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	}
 
 	maxBytes, minBytes := responseLimits(req)
-	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
+	if d := g.cfg.IdleTimeout; d > 0 {
+		// A long poll holds the connection's read loop, which alone notices a client gone: waits no
+		// longer than an idle connection is kept.
+		wait = min(wait, d)
+	}
 	var (
 		waiter *fetchWaiter
 		keys   []partKey
@@ -184,6 +189,11 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	}
 	return resp, nil
 }
+
+// maxFetchWait caps a fetch's max_wait: answering before it with fewer than min_bytes is allowed, and
+// clients wait 0.5-5 s. A client that asked for days and went away held its connection, goroutine
+// and file descriptor (and a place under kafka.max_connections) that long.
+const maxFetchWait = 30 * time.Second
 
 // fetchChunk is the least a pooled buffer for a fetch's record batches holds: several partitions'
 // small batches share one.

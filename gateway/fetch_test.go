@@ -881,3 +881,24 @@ func TestPlanReadsHighWatermarkMoving(t *testing.T) {
 		planReads(parts, 1<<20, false)
 	}
 }
+
+// TestFetchWaitCapped: a fetch asking to wait far longer than an idle connection is kept is answered
+// by the idle timeout (and at most maxFetchWait), so a client that asked for days and went away does
+// not hold its connection that long.
+func TestFetchWaitCapped(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
+	const name = "wait-capped"
+	t.Cleanup(func() { forgetSizing(name) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	req := fetchRequest(name, 0, 0, 1<<20, 1<<20)
+	req.MaxWaitMillis = 1 << 30 // about 12 days
+	start := time.Now()
+	if sp := fetchOne(t, ctx, fetchConn(t, g), req); sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 {
+		t.Fatalf("answer: error %d, %d record bytes; want an empty answer", sp.ErrorCode, len(sp.RecordBatches))
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("answered after %v, want about the 300 ms idle timeout", took)
+	}
+}
