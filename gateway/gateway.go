@@ -201,6 +201,7 @@ func (g *Gateway) Listen(ctx context.Context) error {
 	}
 	g.advHost, g.advPort = host, int32(p)
 	g.nodes = newMembership(g.cfg.NodeID, net.JoinHostPort(host, strconv.Itoa(p)))
+	g.nodes.settleAfterChanges(2 * g.cfg.HeartbeatInterval) // every gateway has refreshed by then
 	if g.cfg.AdminListen != "" {
 		if err := g.listenAdmin(); err != nil {
 			ln.Close()

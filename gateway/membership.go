@@ -31,6 +31,14 @@ type membership struct {
 	// leaseUntil: past it, this gateway coordinates nothing (see renew). Zero until the first
 	// registration, before which nothing is served.
 	leaseUntil time.Time
+	// A change of the registered set moves keys between gateways that see it at their own refresh, up
+	// to a refresh interval apart: until settleUntil (settle after the change), a key whose coordinator
+	// under the previous set (prev, node ids) differs has none, so two gateways never both claim it
+	// (see set). viewed: a view from the registry was set (the first one changes nothing).
+	settle      time.Duration
+	prev        []int32
+	settleUntil time.Time
+	viewed      bool
 }
 
 func newMembership(self int32, advertised string) *membership {
@@ -39,12 +47,42 @@ func newMembership(self int32, advertised string) *membership {
 	return &membership{self: self, nodes: []gatewayNode{{ID: self, Host: host, Port: int32(p), Alive: true}}}
 }
 
-// set replaces the view (self is always kept alive).
+// set replaces the view (self is always kept alive). When the registered set changed (a gateway
+// registered, or its registration went), the keys the change moves from one existing gateway to
+// another have no coordinator for settle: the others see the change at their own refresh, and until
+// then the one that lost a key still claims it.
 func (m *membership) set(nodes []gatewayNode) {
 	sorted := append([]gatewayNode(nil), nodes...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.settle > 0 && m.viewed && !sameIDs(m.nodes, sorted) {
+		m.prev = m.prev[:0]
+		for _, n := range m.nodes {
+			m.prev = append(m.prev, n.ID)
+		}
+		m.settleUntil = time.Now().Add(m.settle)
+	}
+	m.viewed = true
 	m.nodes = sorted
+}
+
+func sameIDs(a, b []gatewayNode) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// settleAfterChanges has a change of the registered set hold the keys it moves for d (see set).
+func (m *membership) settleAfterChanges(d time.Duration) {
+	m.mu.Lock()
+	m.settle = d
 	m.mu.Unlock()
 }
 
@@ -161,13 +199,38 @@ func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 	}
 	now := time.Now()
 	out := (!m.holdUntil.IsZero() && now.Before(m.holdUntil)) || !m.leasedLocked(now)
-	start := int(fnv32a(key) % uint32(n))
+	hash := fnv32a(key)
+	start := int(hash % uint32(n))
 	for i := 0; i < n; i++ {
 		if c := m.nodes[(start+i)%n]; c.Alive && !(out && c.ID == m.self) {
+			if now.Before(m.settleUntil) {
+				if was, ok := m.prevCoordinatorLocked(hash, out); ok && was != c.ID {
+					return gatewayNode{}, false // moving between gateways: see set
+				}
+			}
 			return c, true
 		}
 	}
 	return gatewayNode{}, false
+}
+
+// prevCoordinatorLocked is the coordinator of a key of hash hash under the previous registered set,
+// by the liveness the view has now; m.mu is held.
+func (m *membership) prevCoordinatorLocked(hash uint32, out bool) (int32, bool) {
+	n := len(m.prev)
+	if n == 0 {
+		return 0, false
+	}
+	start := int(hash % uint32(n))
+	for i := 0; i < n; i++ {
+		id := m.prev[(start+i)%n]
+		for _, c := range m.nodes {
+			if c.ID == id && c.Alive && !(out && id == m.self) {
+				return id, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // leaderFor spreads partition leadership over the live gateways deterministically.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"hash/fnv"
 	"testing"
 	"time"
@@ -180,6 +181,51 @@ func TestLeaseTerm(t *testing.T) {
 		g := &Gateway{cfg: Config{HeartbeatInterval: tc.hb, NodeTimeout: tc.nt}}
 		if got := g.leaseTerm(); got != tc.want {
 			t.Errorf("heartbeat %v, node timeout %v: lease %v, want %v", tc.hb, tc.nt, got, tc.want)
+		}
+	}
+}
+
+// TestScaleOutNoDoubleCoordinator: a third gateway registers; the two running ones see it at their own
+// refresh, up to an interval apart. Hashing over the new set moves keys between the two existing
+// gateways too, and the one that has not refreshed yet still claims them: for as long as the change
+// settles, a key moving between gateways has no coordinator, so no key has two. Afterwards the new set
+// decides alone.
+func TestScaleOutNoDoubleCoordinator(t *testing.T) {
+	view := func(self int32, ids ...int32) *membership {
+		m := newMembership(self, "127.0.0.1:9092")
+		m.settleAfterChanges(time.Minute)
+		var nodes []gatewayNode
+		for _, id := range ids {
+			nodes = append(nodes, gatewayNode{ID: id, Alive: true})
+		}
+		m.set(nodes)
+		return m
+	}
+	m1, m2 := view(1, 1, 2), view(2, 1, 2)
+	m2.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 2, Alive: true}, {ID: 3, Alive: true}}) // m2 refreshed, m1 not yet
+	both, moving := 0, 0
+	for i := range 1000 {
+		key := fmt.Sprintf("group-%d", i)
+		if m1.isCoordinator(key) && m2.isCoordinator(key) {
+			both++
+		}
+		if _, ok := m2.coordinatorFor(key); !ok {
+			moving++
+		}
+	}
+	if both > 0 {
+		t.Fatalf("%d of 1,000 keys claimed by two gateways at once", both)
+	}
+	if moving == 0 || moving > 900 {
+		t.Fatalf("%d of 1,000 keys without a coordinator while the change settles, want those that move", moving)
+	}
+	// Settled: the new set decides, every key has a coordinator.
+	m2.mu.Lock()
+	m2.settleUntil = time.Now()
+	m2.mu.Unlock()
+	for i := range 1000 {
+		if _, ok := m2.coordinatorFor(fmt.Sprintf("group-%d", i)); !ok {
+			t.Fatalf("group-%d without a coordinator once the change settled", i)
 		}
 	}
 }
