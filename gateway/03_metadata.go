@@ -37,7 +37,7 @@ func (c *conn) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Re
 		}
 	}
 	resp := kmsg.NewPtrMetadataResponse()
-	live := g.nodes.alive() // one view for the brokers and the leaders
+	live := g.nodes.brokers() // one view for the brokers and the leaders
 	for _, n := range live {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port = n.ID, n.Host, n.Port

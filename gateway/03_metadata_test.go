@@ -107,3 +107,35 @@ func TestMetadataEmptyAndNullNames(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataFencedAloneListsItself: a gateway fenced with no live peer (its registration's Redis
+// master away) still serves produce and fetch on the other masters, and its leaders fall back to it:
+// Metadata and DescribeCluster list it as the broker, not an empty broker list with leaders nobody can
+// reach.
+func TestMetadataFencedAloneListsItself(t *testing.T) {
+	ctx, c, store := metadataConn(t, Config{NodeID: 4})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "fenced", ID: [16]byte{4}, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.g.nodes.setSelfAlive(false)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("fenced")
+	req.Topics = append(req.Topics, rt)
+	resp, err := c.metadata(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := resp.(*kmsg.MetadataResponse)
+	if len(m.Brokers) != 1 || m.Brokers[0].NodeID != 4 || m.Topics[0].Partitions[0].Leader != 4 {
+		t.Fatalf("brokers %+v, leader %d; want this gateway (4) as both", m.Brokers, m.Topics[0].Partitions[0].Leader)
+	}
+	dc, err := c.describeCluster(ctx, kmsg.NewPtrDescribeClusterRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := dc.(*kmsg.DescribeClusterResponse).Brokers; len(b) != 1 || b[0].NodeID != 4 {
+		t.Fatalf("DescribeCluster brokers %+v, want this gateway", b)
+	}
+}

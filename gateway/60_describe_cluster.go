@@ -16,7 +16,7 @@ func (c *conn) describeCluster(_ context.Context, _ *kmsg.DescribeClusterRequest
 	resp := kmsg.NewPtrDescribeClusterResponse()
 	resp.ClusterID = g.cfg.ClusterID
 	resp.ControllerID = g.controllerID()
-	for _, n := range g.nodes.alive() {
+	for _, n := range g.nodes.brokers() {
 		b := kmsg.NewDescribeClusterResponseBroker()
 		b.NodeID, b.Host, b.Port = n.ID, n.Host, n.Port
 		resp.Brokers = append(resp.Brokers, b)

@@ -116,6 +116,16 @@ func (m *membership) alive() []gatewayNode {
 	return out
 }
 
+// brokers are the gateways Metadata and DescribeCluster list: the live ones, or this one alone when
+// none is (fenced with no live peer: it still serves produce and fetch, and clients need a broker to
+// send them to, as leaders already fall back to it).
+func (m *membership) brokers() []gatewayNode {
+	if live := m.alive(); len(live) > 0 {
+		return live
+	}
+	return []gatewayNode{m.selfNode()}
+}
+
 func (m *membership) selfNode() gatewayNode {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
