@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 
@@ -84,14 +85,19 @@ var (
 	zstdDecoders sync.Map
 )
 
-// zstdBound is the decoder memory bound used for limit: the power of two at
-// or above it (and zstdMinMemory). decompress still refuses output over limit.
+// zstdBound is the decoder memory bound used for limit: limit rounded up to
+// an eighth of the power of two below it (at most 12.5% over, eight classes
+// per doubling), and at least zstdMinMemory. decompress still refuses output
+// over limit, and a frame declaring a larger size before decoding it.
 func zstdBound(limit int) int {
-	b := zstdMinMemory
-	for b < limit && b < math.MaxInt/2 {
-		b *= 2
+	if limit <= zstdMinMemory {
+		return zstdMinMemory
 	}
-	return max(b, limit)
+	step := 1 << (bits.Len(uint(limit)) - 1) / 8
+	if limit > math.MaxInt-step {
+		return limit
+	}
+	return (limit + step - 1) / step * step
 }
 
 func getZstdDecoder(bound int) (*zstdDecoder, *sync.Pool, error) {
@@ -152,7 +158,12 @@ func decompress(c Codec, src []byte, limit int) ([]byte, error) {
 			zd   *zstdDecoder
 			pool *sync.Pool
 		)
-		if zd, pool, err = getZstdDecoder(zstdBound(limit)); err == nil {
+		var h zstd.Header
+		if h.Decode(src) == nil && h.HasFCS && h.FrameContentSize > uint64(limit) {
+			// Refused from its header, before the decoder allocates what it declares (up to the
+			// decoder's bound, which may be above limit).
+			err = ErrBatchTooLarge
+		} else if zd, pool, err = getZstdDecoder(zstdBound(limit)); err == nil {
 			out, err = zd.d.DecodeAll(src, nil)
 			pool.Put(zd)
 			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {

@@ -1,6 +1,10 @@
 package protocol
 
-import "testing"
+import (
+	"errors"
+	"runtime"
+	"testing"
+)
 
 // TestZstdDecoderPoolsBounded: decoders are pooled by a power-of-two memory bound, so the limits a
 // produce request passes (what is left of its budget, different for nearly every partition) make a
@@ -19,5 +23,25 @@ func TestZstdDecoderPoolsBounded(t *testing.T) {
 	zstdDecoders.Range(func(any, any) bool { pools++; return true })
 	if pools > 40 {
 		t.Fatalf("%d zstd decoder pools after 10,000 limits, want a few dozen at most", pools)
+	}
+}
+
+// TestZstdDeclaredSizeRefusedFirst: a frame declaring more than the limit is refused from its header,
+// before the decoder allocates what it declares: the decoder's bound is a size class above the limit,
+// and a 30 MiB frame against a 20 MiB limit allocated 30 MiB before its output was refused.
+func TestZstdDeclaredSizeRefusedFirst(t *testing.T) {
+	src, err := compress(nil, make([]byte, 30<<20), CodecZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = decompress(CodecZstd, src, 20<<20+1)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("decompress: %v, want ErrBatchTooLarge", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Fatalf("refusing a %d-byte frame declaring 30 MiB allocated %d MiB", len(src), grew>>20)
 	}
 }
