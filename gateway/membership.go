@@ -39,6 +39,7 @@ type membership struct {
 	prev        []int32
 	settleUntil time.Time
 	viewed      bool
+	viewedAt    time.Time // when the last view from the registry was set
 }
 
 func newMembership(self int32, advertised string) *membership {
@@ -63,7 +64,7 @@ func (m *membership) set(nodes []gatewayNode) {
 		}
 		m.settleUntil = time.Now().Add(m.settle)
 	}
-	m.viewed = true
+	m.viewed, m.viewedAt = true, time.Now()
 	m.nodes = sorted
 }
 
@@ -201,6 +202,15 @@ func fnv32a(s string) uint32 {
 // the full registered set; when that gateway is down (or is this one, held), the next live one in
 // node-id order (wrapping). This gateway counts as down while held or once its lease has ended.
 func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
+	return m.choose(key, true)
+}
+
+// choose is coordinatorFor; settling says whether a key moving between gateways after a change of the
+// registered set has none until the change settled (set). A gateway whose view is older than twice the
+// settling time (its registry reads failing or slow while its heartbeats get through) counts itself
+// out: it cannot know whether a change moved its keys away. (Within that, a view late by more than
+// the settling time can still claim a moved key; twice leaves room for a slow refresh.)
+func (m *membership) choose(key string, settling bool) (gatewayNode, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	n := len(m.nodes)
@@ -208,12 +218,13 @@ func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 		return gatewayNode{}, false
 	}
 	now := time.Now()
-	out := (!m.holdUntil.IsZero() && now.Before(m.holdUntil)) || !m.leasedLocked(now)
+	out := (!m.holdUntil.IsZero() && now.Before(m.holdUntil)) || !m.leasedLocked(now) ||
+		m.settle > 0 && m.viewed && now.Sub(m.viewedAt) > 2*m.settle
 	hash := fnv32a(key)
 	start := int(hash % uint32(n))
 	for i := 0; i < n; i++ {
 		if c := m.nodes[(start+i)%n]; c.Alive && !(out && c.ID == m.self) {
-			if now.Before(m.settleUntil) {
+			if settling && now.Before(m.settleUntil) {
 				if was, ok := m.prevCoordinatorLocked(hash, out); ok && was != c.ID {
 					return gatewayNode{}, false // moving between gateways: see set
 				}
@@ -259,9 +270,11 @@ func (m *membership) leaderIn(live []gatewayNode, topic string, partition int32)
 
 // coordinatedElsewhere reports whether another gateway now coordinates key: a group this gateway
 // holds in memory then moved away. With no live coordinator at all (this gateway fenced and alone)
-// nothing moved, and the group stays.
+// nothing moved, and the group stays. A group that a change of the registered set moves away goes at
+// once, not once the change settled: its parked calls are answered NOT_COORDINATOR and no rebalance
+// completes here meanwhile.
 func (m *membership) coordinatedElsewhere(key string) bool {
-	c, ok := m.coordinatorFor(key)
+	c, ok := m.choose(key, false)
 	return ok && c.ID != m.self
 }
 

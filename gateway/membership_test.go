@@ -229,3 +229,56 @@ func TestScaleOutNoDoubleCoordinator(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleOutMovedGroupsUnloaded: a group a change of the registered set moves to another gateway
+// leaves this one at once (its parked calls answered, no rebalance completing here), although the new
+// coordinator claims it only once the change settled; a group that stays is kept.
+func TestScaleOutMovedGroupsUnloaded(t *testing.T) {
+	m := newMembership(1, "127.0.0.1:9092")
+	m.settleAfterChanges(time.Minute)
+	m.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 2, Alive: true}})
+	var mine []string
+	for i := range 500 {
+		if key := fmt.Sprintf("group-%d", i); m.isCoordinator(key) {
+			mine = append(mine, key)
+		}
+	}
+	m.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 2, Alive: true}, {ID: 3, Alive: true}})
+	moved, kept := 0, 0
+	for _, key := range mine {
+		c, ok := m.choose(key, false)
+		switch {
+		case ok && c.ID != 1:
+			moved++
+			if !m.coordinatedElsewhere(key) {
+				t.Fatalf("%s moved to gateway %d but is kept here while the change settles", key, c.ID)
+			}
+		default:
+			kept++
+			if m.coordinatedElsewhere(key) {
+				t.Fatalf("%s stays here but is unloaded", key)
+			}
+		}
+	}
+	if moved == 0 || kept == 0 {
+		t.Fatalf("%d groups moved, %d kept: the test needs both", moved, kept)
+	}
+}
+
+// TestStaleViewCoordinatesNothing: a gateway whose view of the registry is older than twice the
+// settling time (its registry reads failing while its heartbeats get through) coordinates nothing: it
+// cannot know whether a change of the set moved its groups away.
+func TestStaleViewCoordinatesNothing(t *testing.T) {
+	m := newMembership(1, "127.0.0.1:9092")
+	m.settleAfterChanges(time.Second)
+	m.set([]gatewayNode{{ID: 1, Alive: true}})
+	if !m.isCoordinator("g") {
+		t.Fatal("fresh view: not the coordinator")
+	}
+	m.mu.Lock()
+	m.viewedAt = time.Now().Add(-3 * time.Second)
+	m.mu.Unlock()
+	if m.isCoordinator("g") {
+		t.Fatal("a view 3 s old (settling 1 s) still coordinates")
+	}
+}

@@ -875,6 +875,7 @@ func TestAdminGroupChangeNeedsItsCoordinator(t *testing.T) {
 		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, true)})
 		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, false)}) // coordinates the group, no admin API
 		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
+		time.Sleep(600 * time.Millisecond) // gateway 0's view settles (two heartbeat intervals): gateway 1 coordinates
 		ctx := testCtx(t, 60*time.Second)
 		topic, group := "adm-far", admCoordinatedBy("adm-far-group", 1)
 		admCreateTopics(t, ctx, newAdmin(t, g0), 1, nil, topic)
@@ -913,6 +914,7 @@ func TestAdminGroupsPeerNotAnswering(t *testing.T) {
 		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
 		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
 		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
+		time.Sleep(600 * time.Millisecond) // gateway 0's view settles (two heartbeat intervals): gateway 1 coordinates
 		ctx := testCtx(t, 60*time.Second)
 		topic := "adm-stalled-peer"
 		adm := newAdmin(t, g0)
@@ -971,6 +973,7 @@ func TestAdminForwardBrokenAnswer(t *testing.T) {
 	g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
 	startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
 	waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
+	time.Sleep(600 * time.Millisecond) // gateway 0's view settles (two heartbeat intervals): gateway 1 coordinates
 	group := admCoordinatedBy("adm-broken-answer", 1)
 	ctx := testCtx(t, 30*time.Second)
 	adm := newAdmin(t, g0)
@@ -981,9 +984,13 @@ func TestAdminForwardBrokenAnswer(t *testing.T) {
 		t.Fatalf("commit for %s: %v %v", group, err, resp.Error())
 	}
 	var d admGroupDetail
+	start := time.Now()
 	admJSON(t, http.MethodGet, admGroupURL(g0, group), nil, http.StatusOK, &d)
 	if d.Group != group || d.Source != "redis" {
 		t.Fatalf("group answer %+v, want %s read from Redis by gateway 0", d, group)
+	}
+	if took := time.Since(start); took < 4*time.Second {
+		t.Fatalf("answered after %v: the request was not forwarded (the forward gives up after 5 s)", took)
 	}
 }
 
