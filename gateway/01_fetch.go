@@ -43,6 +43,7 @@ type fetchPart struct {
 	maxBytes  int32
 	logAppend bool
 	known     bool // the partition has a meta hash (redisstore.ReadRequest.KnownPartition)
+	byID      bool // asked for by topic ID (v13): a deleted topic is UNKNOWN_TOPIC_ID
 	resp      *kmsg.FetchResponseTopicPartition
 	sizing    *partSizing
 	// next is the offset after the last record of the response (offset when it has none); more
@@ -116,7 +117,8 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 			key := partKey{topic.Name, rp.Partition}
 			parts = append(parts, fetchPart{
 				key: key, topicID: topic.ID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
-				logAppend: logAppend, known: rp.Partition < topic.PartitionMeta, resp: &st.Partitions[pi], sizing: sizingOf(key),
+				logAppend: logAppend, known: rp.Partition < topic.PartitionMeta, byID: req.Version >= 13,
+				resp: &st.Partitions[pi], sizing: sizingOf(key),
 			})
 		}
 	}
@@ -352,7 +354,10 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 			sp.ErrorCode = errCode(r.Err)
 			rd.failed = true
 			if errors.Is(r.Err, redisstore.ErrUnknownPartition) {
-				c.g.topics.invalidate() // deleted through another gateway: the next lookup sees it
+				if p.byID {
+					sp.ErrorCode = kerr.UnknownTopicID.Code
+				}
+				c.g.topics.invalidateStale() // deleted through another gateway: the next lookup sees it
 			}
 			continue
 		}

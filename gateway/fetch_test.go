@@ -835,7 +835,8 @@ func TestFetchTopicDeletedElsewhere(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	const name = "deleted-elsewhere"
 	t.Cleanup(func() { forgetSizing(name) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+	id := [16]byte{'d', 'e', 'l'}
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, ID: id, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
 	appendValues(t, ctx, store, name, 0, 6, 10)
@@ -845,6 +846,12 @@ func TestFetchTopicDeletedElsewhere(t *testing.T) {
 	}
 	if err := store.DeleteTopic(ctx, name); err != nil { // as another gateway does: this one's cache still has it
 		t.Fatal(err)
+	}
+	// By topic ID (v13), as Apache answers for an ID it does not know.
+	byID := fetchRequest(name, 0, 5, 1<<20, 1<<20)
+	byID.Version, byID.Topics[0].TopicID = 13, id
+	if sp := fetchOne(t, ctx, c, byID); sp.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("v13 after the delete: error %d; want UNKNOWN_TOPIC_ID (%d)", sp.ErrorCode, kerr.UnknownTopicID.Code)
 	}
 	if sp := fetchOne(t, ctx, c, fetchRequest(name, 0, 5, 1<<20, 1<<20)); sp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("after the delete: error %d, high watermark %d; want UNKNOWN_TOPIC_OR_PARTITION (%d)", sp.ErrorCode, sp.HighWatermark, kerr.UnknownTopicOrPartition.Code)

@@ -171,6 +171,17 @@ func (c *topicCache) allWithCollisions(ctx context.Context) (map[string]redissto
 	return out, c.dots, nil
 }
 
+// invalidateStale forces the next lookup to reload unless the view is younger than missReloadGap: a
+// topic half deleted (its partitions gone, its registry entry not) would otherwise have every failing
+// read reload the whole registry.
+func (c *topicCache) invalidateStale() {
+	c.mu.Lock()
+	if time.Since(c.loaded) >= missReloadGap {
+		c.loaded = time.Time{}
+	}
+	c.mu.Unlock()
+}
+
 // invalidate forces the next lookup to reload (after a create/delete through this gateway).
 func (c *topicCache) invalidate() {
 	c.mu.Lock()
