@@ -302,10 +302,25 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 		}
 		if err := g.store.PublishAppends(ctx, parts); err != nil && ctx.Err() == nil {
 			g.log.Debug().Err(err).Msg("publish appends")
-			g.markUnsent(parts...) // published with the next batch instead (the store's client does not resend)
+			// Published with the next batch instead (the store's client does not resend), or after
+			// publishRetry when no append comes meanwhile: remote long-polls would wait out their
+			// max_wait for records already stored.
+			g.markUnsent(parts...)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(publishRetry):
+			}
+			select {
+			case g.appends <- "":
+			default: // full: the publisher comes round anyway
+			}
 		}
 	}
 }
+
+// publishRetry is how long after a failed PUBLISH the append notifications it carried are sent again.
+const publishRetry = 250 * time.Millisecond
 
 // runAppendSubscriber wakes local fetches on other gateways' appends, resubscribing after failures.
 func (g *Gateway) runAppendSubscriber(ctx context.Context) {

@@ -227,3 +227,39 @@ func (w *logWatch) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestAppendWakeUpRetried: a PUBLISH of append notifications that fails (Redis unreachable for a
+// moment) is sent again once Redis answers, even when no append follows; before, it waited for this
+// gateway's next append, and the other gateways' long-polls for those records waited out max_wait.
+func TestAppendWakeUpRetried(t *testing.T) {
+	m := startMiniredis(t)
+	p := redistest.StartProxy(t, m.Addr())
+	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: 300 * time.Millisecond, DialTimeout: 300 * time.Millisecond})
+	// A static peer makes this gateway publish its appends (more than one live gateway).
+	g, _ := serveOn(t, store, Config{NodeID: 1, Peers: []Peer{{ID: 2, Addr: "127.0.0.1:1"}}})
+	waitFor(t, 10*time.Second, "the gateway to publish appends", g.multi.Load)
+
+	sub := openStoreAt(t, m.Addr(), redisstore.Options{Namespace: store.Namespace()})
+	got := make(chan string, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	subscribed := make(chan struct{})
+	go func() {
+		defer close(subscribed)
+		_ = sub.SubscribeAppends(ctx, func(topic string, partition int32) { got <- topic })
+	}()
+	t.Cleanup(func() { cancel(); <-subscribed })
+	time.Sleep(200 * time.Millisecond) // the subscription is in place
+
+	p.Freeze(true)
+	g.publishAppend("woken", 0)
+	time.Sleep(700 * time.Millisecond) // the PUBLISH times out (300 ms) and is kept for later
+	p.Freeze(false)
+	select {
+	case topic := <-got:
+		if topic != "woken" {
+			t.Fatalf("notification for %q, want woken", topic)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the failed notification was not sent again once Redis answered")
+	}
+}
