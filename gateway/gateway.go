@@ -201,7 +201,9 @@ func (g *Gateway) Listen(ctx context.Context) error {
 	}
 	g.advHost, g.advPort = host, int32(p)
 	g.nodes = newMembership(g.cfg.NodeID, net.JoinHostPort(host, strconv.Itoa(p)))
-	g.nodes.settleAfterChanges(2 * g.cfg.HeartbeatInterval) // every gateway has refreshed by then
+	// Every gateway has refreshed within two intervals; one whose view is a node timeout and an
+	// interval old is as far behind as a gateway its peers consider down.
+	g.nodes.settleAfterChanges(2*g.cfg.HeartbeatInterval, g.cfg.NodeTimeout+g.cfg.HeartbeatInterval)
 	if g.cfg.AdminListen != "" {
 		if err := g.listenAdmin(); err != nil {
 			ln.Close()

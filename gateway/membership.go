@@ -36,6 +36,7 @@ type membership struct {
 	// under the previous set (prev, node ids) differs has none, so two gateways never both claim it
 	// (see set). viewed: a view from the registry was set (the first one changes nothing).
 	settle      time.Duration
+	staleAfter  time.Duration
 	prev        []int32
 	settleUntil time.Time
 	viewed      bool
@@ -80,10 +81,11 @@ func sameIDs(a, b []gatewayNode) bool {
 	return true
 }
 
-// settleAfterChanges has a change of the registered set hold the keys it moves for d (see set).
-func (m *membership) settleAfterChanges(d time.Duration) {
+// settleAfterChanges has a change of the registered set hold the keys it moves for d (see set), and
+// this gateway coordinate nothing while its view is older than stale (see choose).
+func (m *membership) settleAfterChanges(d, stale time.Duration) {
 	m.mu.Lock()
-	m.settle = d
+	m.settle, m.staleAfter = d, stale
 	m.mu.Unlock()
 }
 
@@ -206,10 +208,11 @@ func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 }
 
 // choose is coordinatorFor; settling says whether a key moving between gateways after a change of the
-// registered set has none until the change settled (set). A gateway whose view is older than twice the
-// settling time (its registry reads failing or slow while its heartbeats get through) counts itself
-// out: it cannot know whether a change moved its keys away. (Within that, a view late by more than
-// the settling time can still claim a moved key; twice leaves room for a slow refresh.)
+// registered set has none until the change settled (set). A gateway whose view is older than
+// staleAfter (its registry reads failing or slow while its heartbeats get through) counts itself
+// out: it cannot know whether a change moved its keys away. (A view late by more than the settling
+// time but less than staleAfter can still claim a moved key; staleAfter leaves room for slow
+// refreshes, which would otherwise take a healthy gateway out of coordination.)
 func (m *membership) choose(key string, settling bool) (gatewayNode, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -219,7 +222,7 @@ func (m *membership) choose(key string, settling bool) (gatewayNode, bool) {
 	}
 	now := time.Now()
 	out := (!m.holdUntil.IsZero() && now.Before(m.holdUntil)) || !m.leasedLocked(now) ||
-		m.settle > 0 && m.viewed && now.Sub(m.viewedAt) > 2*m.settle
+		m.staleAfter > 0 && m.viewed && now.Sub(m.viewedAt) > m.staleAfter
 	hash := fnv32a(key)
 	start := int(hash % uint32(n))
 	for i := 0; i < n; i++ {

@@ -193,7 +193,7 @@ func TestLeaseTerm(t *testing.T) {
 func TestScaleOutNoDoubleCoordinator(t *testing.T) {
 	view := func(self int32, ids ...int32) *membership {
 		m := newMembership(self, "127.0.0.1:9092")
-		m.settleAfterChanges(time.Minute)
+		m.settleAfterChanges(time.Minute, time.Hour)
 		var nodes []gatewayNode
 		for _, id := range ids {
 			nodes = append(nodes, gatewayNode{ID: id, Alive: true})
@@ -235,7 +235,7 @@ func TestScaleOutNoDoubleCoordinator(t *testing.T) {
 // coordinator claims it only once the change settled; a group that stays is kept.
 func TestScaleOutMovedGroupsUnloaded(t *testing.T) {
 	m := newMembership(1, "127.0.0.1:9092")
-	m.settleAfterChanges(time.Minute)
+	m.settleAfterChanges(time.Minute, time.Hour)
 	m.set([]gatewayNode{{ID: 1, Alive: true}, {ID: 2, Alive: true}})
 	var mine []string
 	for i := range 500 {
@@ -265,12 +265,12 @@ func TestScaleOutMovedGroupsUnloaded(t *testing.T) {
 	}
 }
 
-// TestStaleViewCoordinatesNothing: a gateway whose view of the registry is older than twice the
-// settling time (its registry reads failing while its heartbeats get through) coordinates nothing: it
-// cannot know whether a change of the set moved its groups away.
+// TestStaleViewCoordinatesNothing: a gateway whose view of the registry is older than staleAfter (a
+// node timeout and an interval: its registry reads failing while its heartbeats get through)
+// coordinates nothing: it cannot know whether a change of the set moved its groups away.
 func TestStaleViewCoordinatesNothing(t *testing.T) {
 	m := newMembership(1, "127.0.0.1:9092")
-	m.settleAfterChanges(time.Second)
+	m.settleAfterChanges(time.Second, 2*time.Second)
 	m.set([]gatewayNode{{ID: 1, Alive: true}})
 	if !m.isCoordinator("g") {
 		t.Fatal("fresh view: not the coordinator")
@@ -279,6 +279,6 @@ func TestStaleViewCoordinatesNothing(t *testing.T) {
 	m.viewedAt = time.Now().Add(-3 * time.Second)
 	m.mu.Unlock()
 	if m.isCoordinator("g") {
-		t.Fatal("a view 3 s old (settling 1 s) still coordinates")
+		t.Fatal("a view 3 s old (stale after 2 s) still coordinates")
 	}
 }
