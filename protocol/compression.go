@@ -72,14 +72,17 @@ type lz4Decoder struct {
 	r   *lz4.Reader
 }
 
-type zstdDecoder struct{ d *zstd.Decoder }
+type zstdDecoder struct {
+	src bytes.Reader
+	d   *zstd.Decoder
+}
 
 var (
 	gzipDecoders = sync.Pool{New: func() any { return new(gzipDecoder) }}
 	lz4Decoders  = sync.Pool{New: func() any { return &lz4Decoder{r: lz4.NewReader(nil)} }}
 
 	// zstdDecoders holds one *sync.Pool per memory bound: the bound is
-	// fixed when a decoder is made. Bounds are powers of two (zstdBound),
+	// fixed when a decoder is made. Bounds are size classes (zstdBound),
 	// so the limits callers pass, which vary with what is left of a
 	// request's budget, make a few dozen pools at most, not one each.
 	zstdDecoders sync.Map
@@ -110,14 +113,14 @@ func getZstdDecoder(bound int) (*zstdDecoder, *sync.Pool, error) {
 		return d, pool, nil
 	}
 	d, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1), // DecodeAll only: no goroutines
+		zstd.WithDecoderConcurrency(1), // streams decode synchronously: no goroutines
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderMaxMemory(uint64(bound)),
 	)
 	if err != nil {
 		return nil, nil, err
 	}
-	zd := &zstdDecoder{d}
+	zd := &zstdDecoder{d: d}
 	runtime.AddCleanup(zd, func(d *zstd.Decoder) { d.Close() }, d)
 	return zd, pool, nil
 }
@@ -160,11 +163,18 @@ func decompress(c Codec, src []byte, limit int) ([]byte, error) {
 		)
 		var h zstd.Header
 		if h.Decode(src) == nil && h.HasFCS && h.FrameContentSize > uint64(limit) {
-			// Refused from its header, before the decoder allocates what it declares (up to the
-			// decoder's bound, which may be above limit).
+			// Refused from its header, before anything is decoded.
 			err = ErrBatchTooLarge
 		} else if zd, pool, err = getZstdDecoder(zstdBound(limit)); err == nil {
-			out, err = zd.d.DecodeAll(src, nil)
+			// Streamed, as gzip and lz4 are, so the output stops at limit: decoded whole, frames
+			// that declare no size (or several of them) allocated about twice the limit and more
+			// before the size was checked.
+			zd.src.Reset(src)
+			if err = zd.d.Reset(&zd.src); err == nil {
+				out, err = readLimited(zd.d, len(src), limit)
+			}
+			_ = zd.d.Reset(nil)
+			zd.src.Reset(nil)
 			pool.Put(zd)
 			if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 				err = ErrBatchTooLarge

@@ -1,12 +1,15 @@
 package protocol
 
 import (
+	"bytes"
 	"errors"
 	"runtime"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
-// TestZstdDecoderPoolsBounded: decoders are pooled by a power-of-two memory bound, so the limits a
+// TestZstdDecoderPoolsBounded: decoders are pooled by a size class of their memory bound, so the limits a
 // produce request passes (what is left of its budget, different for nearly every partition) make a
 // few pools, not one each: every distinct limit used to leave a pool and a decoder behind for good.
 func TestZstdDecoderPoolsBounded(t *testing.T) {
@@ -43,5 +46,37 @@ func TestZstdDeclaredSizeRefusedFirst(t *testing.T) {
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
 		t.Fatalf("refusing a %d-byte frame declaring 30 MiB allocated %d MiB", len(src), grew>>20)
+	}
+}
+
+// TestZstdFramesWithoutSizeBounded: frames that declare no size, one after another, are refused
+// once their output passes the limit: streamed, the output stops there (68 MiB allocated in all for a
+// 20 MiB limit here, the doubling output buffer and the decoder's window); decoded whole, three
+// frames grew past the limit first (177 MiB allocated).
+func TestZstdFramesWithoutSizeBounded(t *testing.T) {
+	var src []byte
+	for range 3 {
+		var b bytes.Buffer // a stream encoder writes no frame content size
+		w, err := zstd.NewWriter(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(make([]byte, 15<<20)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b.Bytes()...)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := decompress(CodecZstd, src, 20<<20)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("decompress: %v, want ErrBatchTooLarge", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 100<<20 {
+		t.Fatalf("refusing %d bytes of frames without sizes allocated %d MiB for a 20 MiB limit", len(src), grew>>20)
 	}
 }
