@@ -118,6 +118,8 @@ func (g *Gateway) runMembership(ctx context.Context) {
 	}
 }
 
+var errViewStale = errors.New("gateway: the view of the gateway registry is stale; registration not renewed")
+
 // deregister ends this gateway's lease, then marks its registration down (unless another process
 // holds the node id now) so peers take over its groups at once. The lease ends first because peers
 // may take the groups as soon as they read the registration. It runs on a context of its own: bgCtx
@@ -140,9 +142,16 @@ func (g *Gateway) heartbeat(ctx context.Context) {
 	if !dl.After(sent) {
 		dl = sent.Add(g.cfg.HeartbeatInterval)
 	}
-	hctx, cancel := context.WithDeadline(ctx, dl)
-	err := g.store.RegisterGateway(hctx, g.registration(), g.cfg.NodeTimeout)
-	cancel()
+	var err error
+	if g.nodes.stale(sent) {
+		// Coordinating nothing (membership.choose), this gateway must not keep its peers sending
+		// clients to it: unrenewed, its registration lets them take its groups over.
+		err = errViewStale
+	} else {
+		hctx, cancel := context.WithDeadline(ctx, dl)
+		err = g.store.RegisterGateway(hctx, g.registration(), g.cfg.NodeTimeout)
+		cancel()
+	}
 	switch {
 	case err == nil:
 		g.nodes.renew(sent.Add(g.leaseTerm()), 2*g.cfg.HeartbeatInterval)

@@ -263,3 +263,35 @@ func TestAppendWakeUpRetried(t *testing.T) {
 		t.Fatal("the failed notification was not sent again once Redis answered")
 	}
 }
+
+// TestStaleViewStopsHeartbeats: a gateway whose view of the registry is stale coordinates nothing, and
+// so stops renewing its registration: its peers then take its groups over after a node timeout
+// instead of sending their clients to it for as long as its heartbeats got through.
+func TestStaleViewStopsHeartbeats(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	// Intervals long enough that the membership loop does not run during the test.
+	g, _ := serveOn(t, store, Config{NodeID: 1, HeartbeatInterval: time.Hour, NodeTimeout: 2 * time.Hour})
+	beat := func() int64 {
+		t.Helper()
+		regs, _, err := store.Gateways(ctx)
+		if err != nil || len(regs) != 1 {
+			t.Fatalf("registrations %+v, %v", regs, err)
+		}
+		return regs[0].Heartbeat
+	}
+	first := beat()
+	time.Sleep(5 * time.Millisecond)
+	g.heartbeat(ctx)
+	fresh := beat()
+	if fresh <= first {
+		t.Fatalf("a fresh view's heartbeat did not renew the registration (%d, then %d)", first, fresh)
+	}
+	g.nodes.mu.Lock()
+	g.nodes.viewedAt = time.Now().Add(-3 * time.Hour)
+	g.nodes.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	g.heartbeat(ctx)
+	if b := beat(); b != fresh {
+		t.Fatalf("a stale view's heartbeat renewed the registration (%d, then %d)", fresh, b)
+	}
+}

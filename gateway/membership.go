@@ -81,6 +81,21 @@ func sameIDs(a, b []gatewayNode) bool {
 	return true
 }
 
+// staleLocked reports whether this gateway's view is too old to coordinate by (see choose): older
+// than staleAfter, or never read from the registry; m.mu is held.
+func (m *membership) staleLocked(now time.Time) bool {
+	return m.staleAfter > 0 && (!m.viewed || now.Sub(m.viewedAt) > m.staleAfter)
+}
+
+// stale is staleLocked for the heartbeat: a gateway that cannot read the registry stops renewing its
+// registration, so its peers take its groups over after a node timeout instead of sending their
+// clients to a gateway that coordinates nothing.
+func (m *membership) stale(now time.Time) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.staleLocked(now)
+}
+
 // settleAfterChanges has a change of the registered set hold the keys it moves for d (see set), and
 // this gateway coordinate nothing while its view is older than stale (see choose).
 func (m *membership) settleAfterChanges(d, stale time.Duration) {
@@ -209,8 +224,9 @@ func (m *membership) coordinatorFor(key string) (gatewayNode, bool) {
 
 // choose is coordinatorFor; settling says whether a key moving between gateways after a change of the
 // registered set has none until the change settled (set). A gateway whose view is older than
-// staleAfter (its registry reads failing or slow while its heartbeats get through) counts itself
-// out: it cannot know whether a change moved its keys away. (A view late by more than the settling
+// staleAfter (its registry reads failing or slow while its heartbeats get through), or that never
+// read the registry, counts itself out: it cannot know whether a change moved its keys away. It also
+// stops renewing its registration then (Gateway.heartbeat), so its groups fail over. (A view late by more than the settling
 // time but less than staleAfter can still claim a moved key; staleAfter leaves room for slow
 // refreshes, which would otherwise take a healthy gateway out of coordination.)
 func (m *membership) choose(key string, settling bool) (gatewayNode, bool) {
@@ -221,8 +237,7 @@ func (m *membership) choose(key string, settling bool) (gatewayNode, bool) {
 		return gatewayNode{}, false
 	}
 	now := time.Now()
-	out := (!m.holdUntil.IsZero() && now.Before(m.holdUntil)) || !m.leasedLocked(now) ||
-		m.staleAfter > 0 && m.viewed && now.Sub(m.viewedAt) > m.staleAfter
+	out := (!m.holdUntil.IsZero() && now.Before(m.holdUntil)) || !m.leasedLocked(now) || m.staleLocked(now)
 	hash := fnv32a(key)
 	start := int(hash % uint32(n))
 	for i := 0; i < n; i++ {

@@ -271,6 +271,10 @@ func TestScaleOutMovedGroupsUnloaded(t *testing.T) {
 func TestStaleViewCoordinatesNothing(t *testing.T) {
 	m := newMembership(1, "127.0.0.1:9092")
 	m.settleAfterChanges(time.Second, 2*time.Second)
+	// Before the registry was ever read (its first read at registration failed), nothing either.
+	if m.isCoordinator("g") || !m.stale(time.Now()) {
+		t.Fatal("no view read yet: coordinates")
+	}
 	m.set([]gatewayNode{{ID: 1, Alive: true}})
 	if !m.isCoordinator("g") {
 		t.Fatal("fresh view: not the coordinator")
