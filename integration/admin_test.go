@@ -903,18 +903,7 @@ func TestAdminGroupChangeNeedsItsCoordinator(t *testing.T) {
 func TestAdminGroupsPeerNotAnswering(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		stall := stallingPeer(t, nil) // accepts and never answers, until the test ends
-		fast := func(id int32, advertise string) func(*gateway.Config) {
-			return func(c *gateway.Config) {
-				c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
-				if advertise != "" {
-					c.AdminAdvertised = advertise
-				}
-			}
-		}
-		g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
-		startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
-		waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
-		time.Sleep(600 * time.Millisecond) // gateway 0's view settles (two heartbeat intervals): gateway 1 coordinates
+		g0 := gatewaysWithStalledPeer(t, b, stall)
 		ctx := testCtx(t, 60*time.Second)
 		topic := "adm-stalled-peer"
 		adm := newAdmin(t, g0)
@@ -962,18 +951,7 @@ func TestAdminForwardBrokenAnswer(t *testing.T) {
 		_, _ = c.Read(buf)
 		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"group\":"))
 	})
-	fast := func(id int32, advertise string) func(*gateway.Config) {
-		return func(c *gateway.Config) {
-			c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
-			if advertise != "" {
-				c.AdminAdvertised = advertise
-			}
-		}
-	}
-	g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
-	startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
-	waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
-	time.Sleep(600 * time.Millisecond) // gateway 0's view settles (two heartbeat intervals): gateway 1 coordinates
+	g0 := gatewaysWithStalledPeer(t, b, stall)
 	group := admCoordinatedBy("adm-broken-answer", 1)
 	ctx := testCtx(t, 30*time.Second)
 	adm := newAdmin(t, g0)
@@ -1025,4 +1003,24 @@ func stallingPeer(t *testing.T, talk func(net.Conn)) string {
 		talking.Wait()
 	})
 	return stall.Addr().String()
+}
+
+// gatewaysWithStalledPeer starts gateway 0 and gateway 1 (200 ms heartbeats), gateway 1 advertising
+// stall as its admin API, and returns gateway 0 once its view holds both and has settled, so gateway
+// 1 coordinates the groups that hash to it.
+func gatewaysWithStalledPeer(t *testing.T, b backend, stall string) *testGateway {
+	t.Helper()
+	fast := func(id int32, advertise string) func(*gateway.Config) {
+		return func(c *gateway.Config) {
+			c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
+			if advertise != "" {
+				c.AdminAdvertised = advertise
+			}
+		}
+	}
+	g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
+	startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
+	waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
+	time.Sleep(600 * time.Millisecond) // gateway 0's view settles (two heartbeat intervals)
+	return g0
 }
