@@ -319,7 +319,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	if len(parts) == 0 {
 		return rd
 	}
-	before := c.g.tail.now() // the results below are read after this
+	before := c.g.tail.now() // the results below are read after this (p.seenAt, readFresh)
 	reqs := planReads(parts, maxBytes, false)
 	for _, p := range parts {
 		p.resp.RecordBatches = []byte{}
@@ -337,7 +337,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	rd.partial = results != nil
 	if !rd.partial {
 		if results = c.ownAppends(parts, arrival); results == nil {
-			results = c.readFresh(ctx, parts, reqs)
+			results = c.readFresh(ctx, parts, reqs, before)
 		} else {
 			rd.partial = true
 		}
@@ -451,8 +451,8 @@ const tailWait = 5 * time.Millisecond
 // readFresh reads reqs, taking the records of partitions the tail cache holds from the cache (only
 // their offsets come from Redis); a partition the cache turns out not to reach the high watermark of,
 // even after this gateway's appends in flight to it are recorded, is read from Redis in a second
-// round trip.
-func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redisstore.ReadRequest) []redisstore.ReadResult {
+// round trip. since is the tail cache's clock taken before the reads (tailCache.await).
+func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redisstore.ReadRequest, since uint64) []redisstore.ReadResult {
 	tail := c.g.tail
 	var cached []int
 	var counts []int64
@@ -463,7 +463,6 @@ func (c *conn) readFresh(ctx context.Context, parts []fetchPart, reqs []redissto
 			reqs[i].Count = 0 // offsets only
 		}
 	}
-	since := tail.now() // before the high watermarks are read
 	results := c.g.store.Read(ctx, reqs)
 	for j, i := range cached {
 		reqs[i].Count = counts[j]

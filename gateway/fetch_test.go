@@ -274,6 +274,18 @@ func watchedTopic(t *testing.T, ctx context.Context, g *Gateway, store *redissto
 	return topic
 }
 
+// beginOwnAppend begins an append of this gateway's to partition k of topic id, as produce does: the
+// tail cache registers it and copies recs. The returned function records it as Redis answered it
+// (base offset, log start) and releases the registration.
+func beginOwnAppend(g *Gateway, k partKey, id [16]byte, recs []redisstore.Record) (done func(base, start int64)) {
+	copyOf, ticket := g.tail.begin([]partKey{k})
+	cp := copyBatch(recs, 0)
+	return func(base, start int64) {
+		g.tail.add(k, id, appended{base: base, start: start, ticket: ticket}, cp)
+		g.tail.finish([]partKey{k}, copyOf)
+	}
+}
+
 // longPoll starts a fetch of partition 0 of topic from offset 0 that waits up to 15 s for minBytes,
 // and returns where its answer comes; the fetch ends with the test.
 func longPoll(t *testing.T, ctx context.Context, g *Gateway, topic string, minBytes int32) <-chan kmsg.FetchResponseTopicPartition {
@@ -314,14 +326,12 @@ func TestFetchOwnAppendThenOtherGateway(t *testing.T) {
 
 	// This gateway's append, as produce makes it, but without its wake-up ...
 	a := batch()
-	copyOf, ticket := g.tail.begin([]partKey{k})
-	cp := copyBatch(a.Records, 0)
+	done := beginOwnAppend(g, k, topic.ID, a.Records)
 	ra := store.Append(ctx, []*redisstore.Batch{a})[0]
 	if ra.Err != nil {
 		t.Fatal(ra.Err)
 	}
-	g.tail.add(k, topic.ID, appended{base: ra.BaseOffset, start: ra.LogStartOffset, ticket: ticket}, cp)
-	g.tail.finish([]partKey{k}, copyOf)
+	done(ra.BaseOffset, ra.LogStartOffset)
 	// ... then another gateway's, and one wake-up for both.
 	if rb := store.Append(ctx, []*redisstore.Batch{batch()})[0]; rb.Err != nil {
 		t.Fatal(rb.Err)
@@ -356,8 +366,7 @@ func TestFetchAnsweredByAppendInFlight(t *testing.T) {
 	}
 	// This gateway's append begins before the fetch arrives ...
 	a := batch()
-	copyOf, ticket := g.tail.begin([]partKey{k})
-	cp := copyBatch(a.Records, 0)
+	done := beginOwnAppend(g, k, topic.ID, a.Records)
 	answered := longPoll(t, ctx, g, topicName, 1)
 	waitFor(t, 10*time.Second, "the fetch to long-poll", fetchWaiting)
 
@@ -369,8 +378,7 @@ func TestFetchAnsweredByAppendInFlight(t *testing.T) {
 	if rb := store.Append(ctx, []*redisstore.Batch{batch()})[0]; rb.Err != nil {
 		t.Fatal(rb.Err)
 	}
-	g.tail.add(k, topic.ID, appended{base: ra.BaseOffset, start: ra.LogStartOffset, ticket: ticket}, cp)
-	g.tail.finish([]partKey{k}, copyOf)
+	done(ra.BaseOffset, ra.LogStartOffset)
 	g.notify.notify(k)
 
 	select {
@@ -403,14 +411,12 @@ func TestFetchLostAppendNotServed(t *testing.T) {
 	}
 	// Offsets 0-2, stored and cached.
 	b := &redisstore.Batch{Topic: topicName, Partition: 0, ProducerID: -1, Records: records(3)}
-	copyOf, ticket := g.tail.begin([]partKey{k})
-	cp := copyBatch(b.Records, 0)
+	done := beginOwnAppend(g, k, topic.ID, b.Records)
 	r := store.Append(ctx, []*redisstore.Batch{b})[0]
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	g.tail.add(k, topic.ID, appended{base: r.BaseOffset, start: r.LogStartOffset, ticket: ticket}, cp)
-	g.tail.finish([]partKey{k}, copyOf)
+	done(r.BaseOffset, r.LogStartOffset)
 
 	// A one-record answer leaves records behind: the connection reads ahead from offset 1.
 	c := fetchConn(t, g)
@@ -418,9 +424,7 @@ func TestFetchLostAppendNotServed(t *testing.T) {
 		t.Fatalf("first read: %d records, want 1", countRecords(sp.RecordBatches))
 	}
 	// Offsets 3-7, cached but not in Redis (lost after they were acknowledged).
-	copyOf, ticket = g.tail.begin([]partKey{k})
-	g.tail.add(k, topic.ID, appended{base: 3, start: 0, ticket: ticket}, copyBatch(records(5), 0))
-	g.tail.finish([]partKey{k}, copyOf)
+	beginOwnAppend(g, k, topic.ID, records(5))(3, 0)
 
 	req := fetchRequest(topicName, 0, 1, 1<<20, 1<<20)
 	req.MinBytes, req.MaxWaitMillis = 400, 200

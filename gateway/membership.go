@@ -274,16 +274,13 @@ func (m *membership) prevCoordinatorLocked(hash uint32, out bool) (int32, bool) 
 
 // leaderFor spreads partition leadership over the live gateways deterministically.
 func (m *membership) leaderFor(topic string, partition int32) gatewayNode {
-	return m.leaderIn(m.alive(), topic, partition)
+	return m.leaderIn(m.brokers(), topic, partition)
 }
 
-// leaderIn is leaderFor over live, a view of the live gateways taken once, so that a response listing
-// brokers and leaders (Metadata) names only leaders among its brokers.
-func (m *membership) leaderIn(live []gatewayNode, topic string, partition int32) gatewayNode {
-	if len(live) == 0 {
-		return m.selfNode()
-	}
-	return live[(fnv32a(topic)+uint32(partition))%uint32(len(live))]
+// leaderIn is leaderFor over brokers, a view taken once (brokers, never empty), so that a response
+// listing brokers and leaders (Metadata) names only leaders among its brokers.
+func (m *membership) leaderIn(brokers []gatewayNode, topic string, partition int32) gatewayNode {
+	return brokers[(fnv32a(topic)+uint32(partition))%uint32(len(brokers))]
 }
 
 // coordinatedElsewhere reports whether another gateway now coordinates key: a group this gateway

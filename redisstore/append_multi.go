@@ -235,7 +235,6 @@ func (s *Store) appendByNode(ctx context.Context, batches []*Batch, out []Append
 	eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
 		s.appendMultiSplit(ctx, g.node, sub, res)
 	})
-	s.refreshOnMoved(ctx, out)
 }
 
 // refreshOnMoved has the cluster client reload its slot map when an append was refused with MOVED. The

@@ -257,8 +257,8 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
 			s.appendOn(ctx, g.node, sub, res)
 		})
-		s.refreshOnMoved(ctx, out)
 	}
+	s.refreshOnMoved(ctx, out) // every path appends through node clients or pinned connections
 	return out
 }
 
@@ -357,7 +357,6 @@ func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []Appen
 			}
 		}
 	})
-	s.refreshOnMoved(ctx, out)
 }
 
 // waitDurable applies the configured WAIT / WAITAOF on conn, the connection that took the writes.
