@@ -109,3 +109,41 @@ func TestTopicCacheSharesAFailedReload(t *testing.T) {
 		t.Fatalf("lookups answered after %v with a command timeout of %v", took, cmdTimeout)
 	}
 }
+
+// A read that finds its topic's partitions gone reloads the registry through invalidateStale, which
+// does so at most once per missReloadGap: a topic half deleted (its partitions gone, its registry
+// entry not yet) does not have every failing fetch read the whole registry.
+func TestTopicCacheInvalidateStaleBounded(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	c := newTopicCache(store)
+	reloads := func() int {
+		c.load.Lock()
+		defer c.load.Unlock()
+		return c.reloads
+	}
+	if _, err := c.get(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	before := reloads()
+	for range 200 {
+		c.invalidateStale()
+		if _, err := c.get(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := reloads() - before; n > 3 { // 0, or a few on a machine that paused for missReloadGap
+		t.Fatalf("200 failing reads in a row reloaded the registry %d times", n)
+	}
+	time.Sleep(missReloadGap + 20*time.Millisecond)
+	before = reloads()
+	c.invalidateStale()
+	if _, err := c.get(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := reloads() - before; n != 1 {
+		t.Fatalf("a view older than missReloadGap was reloaded %d times, want 1", n)
+	}
+}
