@@ -7,7 +7,9 @@ package gateway
 // returns every committed partition of the group; v8 batches several groups. A partition without a
 // commit (or a group that does not exist) answers offset -1 with no error, as Apache does. Leader epochs
 // are -1. require_stable (v7+) is accepted: without transactions no offset is ever pending.
-// Only the coordinator answers (NOT_COORDINATOR elsewhere), as clients expect.
+// Only the coordinator answers (NOT_COORDINATOR elsewhere), as clients expect. A group-level error
+// (v2+) comes with no partitions, as on Apache: Sarama reads a partition listed with offset -1 and no
+// error of its own as "no commit", and would start that partition over from its initial offset.
 
 import (
 	"context"
@@ -38,6 +40,9 @@ func (c *conn) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) (k
 			}
 			code, results := g.fetchOffsets(ctx, rg.Group, topics, rg.Topics == nil)
 			gr.ErrorCode = code
+			if code != 0 {
+				results = nil
+			}
 			for _, r := range results {
 				t := kmsg.NewOffsetFetchResponseGroupTopic()
 				t.Topic = r.topic
@@ -59,6 +64,9 @@ func (c *conn) offsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) (k
 	code, results := g.fetchOffsets(ctx, req.Group, topics, req.Topics == nil && req.Version >= 2)
 	if req.Version >= 2 {
 		resp.ErrorCode = code
+		if code != 0 {
+			results = nil
+		}
 	}
 	for _, r := range results {
 		t := kmsg.NewOffsetFetchResponseTopic()

@@ -7,7 +7,9 @@ package gateway
 // the same ID with the epoch bumped; partitions then require the new epoch to start at sequence 0 and
 // fence the old epoch (INVALID_PRODUCER_EPOCH). An exhausted epoch (32766 and up, Apache's bound) gets
 // a fresh ID with epoch 0 instead, as Apache gives. Exactly one of the producer ID and epoch -1 ->
-// INVALID_REQUEST, as on Apache.
+// INVALID_REQUEST, as on Apache. Redis failing -> COORDINATOR_LOAD_IN_PROGRESS, as Apache answers when
+// it has no producer ID block at hand: clients retry it as it is, while COORDINATOR_NOT_AVAILABLE has
+// the Java producer look up a transaction coordinator for a producer that has no transactional ID.
 //
 // Deviation: transactions are not supported: a transactional ID -> TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
@@ -44,7 +46,7 @@ func (c *conn) initProducerID(ctx context.Context, req *kmsg.InitProducerIDReque
 	}
 	id, err := c.g.store.NewProducerID(ctx)
 	if err != nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp, nil
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0

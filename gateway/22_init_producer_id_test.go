@@ -3,9 +3,13 @@ package gateway
 import (
 	"math"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/redisstore"
 )
 
 // TestInitProducerIDEpochs: an existing producer's epoch is bumped; an exhausted one (32766 and up,
@@ -51,5 +55,24 @@ func TestInitProducerIDEpochs(t *testing.T) {
 		case tc.wantCode == 0 && resp.ProducerID < 0:
 			t.Errorf("%s: producer id %d", tc.name, resp.ProducerID)
 		}
+	}
+}
+
+// TestInitProducerIDRedisDown: without Redis no producer ID can be given, and the answer is
+// COORDINATOR_LOAD_IN_PROGRESS, which clients retry as it is (Apache's answer when it has no ID block).
+func TestInitProducerIDRedisDown(t *testing.T) {
+	m := startMiniredis(t)
+	store := openStoreAt(t, m.Addr(), redisstore.Options{CommandTimeout: 300 * time.Millisecond})
+	c := &conn{g: New(Config{}, store, zerolog.Nop())}
+	m.Close()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.Version = 4
+	req.ProducerID, req.ProducerEpoch = -1, -1
+	r, err := c.initProducerID(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := r.(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code || resp.ProducerID != -1 {
+		t.Fatalf("error %d producer id %d; want COORDINATOR_LOAD_IN_PROGRESS and -1", resp.ErrorCode, resp.ProducerID)
 	}
 }

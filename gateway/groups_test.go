@@ -218,3 +218,56 @@ func TestAdminResetReleasesGroupBeforeAnswering(t *testing.T) {
 		t.Fatal("the group's writes are still held while the answer waits for its client")
 	}
 }
+
+// TestOffsetFetchErrorListsNoPartitions: an OffsetFetch the coordinator cannot answer (here Redis is
+// gone) carries its error with no partitions from v2 on, as on Apache; listed with offset -1 and no
+// error of their own, they read as "no commit" to Sarama, which starts them over from its initial
+// offset. v0-v1 have no group-level error, and carry it on each partition.
+func TestOffsetFetchErrorListsNoPartitions(t *testing.T) {
+	ctx := t.Context()
+	m := startMiniredis(t)
+	store := openStoreAt(t, m.Addr(), redisstore.Options{CommandTimeout: 500 * time.Millisecond})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "of", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := store.CommitOffsets(ctx, "of-group", []redisstore.OffsetCommit{{Topic: "of", Partition: 0, Offset: 42}}, time.Now()); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	m.Close()
+	c := fetchConn(t, g)
+	for _, v := range []int16{1, 5, 8} {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = v
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = "of", []int32{0}
+		req.Group, req.Topics = "of-group", []kmsg.OffsetFetchRequestTopic{rt}
+		if v >= 8 {
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			gt := kmsg.NewOffsetFetchRequestGroupTopic()
+			gt.Topic, gt.Partitions = "of", []int32{0}
+			rg.Group, rg.Topics = "of-group", []kmsg.OffsetFetchRequestGroupTopic{gt}
+			req.Groups = []kmsg.OffsetFetchRequestGroup{rg}
+		}
+		r, err := c.offsetFetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := r.(*kmsg.OffsetFetchResponse)
+		want := kerr.CoordinatorNotAvailable.Code
+		switch {
+		case v >= 8:
+			if gr := resp.Groups[0]; gr.ErrorCode != want || len(gr.Topics) != 0 {
+				t.Errorf("v%d: group error %d with %d topics; want %d and none", v, gr.ErrorCode, len(gr.Topics), want)
+			}
+		case v >= 2:
+			if resp.ErrorCode != want || len(resp.Topics) != 0 {
+				t.Errorf("v%d: error %d with %d topics; want %d and none", v, resp.ErrorCode, len(resp.Topics), want)
+			}
+		default:
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != want {
+				t.Errorf("v%d: %+v; want the partition with error %d", v, resp.Topics, want)
+			}
+		}
+	}
+}
