@@ -37,7 +37,7 @@ type Kafka struct {
 	Advertised     string        `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
 	MaxFrameBytes  int32         `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
 	MaxConnections int           `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
-	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection that sends no request, or reads no answer, for this long (Apache's connections.max.idle.ms); 0 = never"`
+	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection when no byte of a request arrives, and none of an answer is taken, for this long (Apache's connections.max.idle.ms); 0 = never"`
 	// ProducerIDExpiration drops an idempotent producer's state in a partition it sent nothing to for
 	// this long.
 	ProducerIDExpiration time.Duration `koanf:"producer_id_expiration" help:"drop an idempotent producer's state in a partition it has not written to for this long (Apache's producer.id.expiration.ms); 0 = never"`
@@ -71,7 +71,7 @@ type Admin struct {
 type Log struct {
 	Level       string        `koanf:"level" help:"debug, info, warn or error"`
 	Format      string        `koanf:"format" help:"json or console"`
-	SlowRequest time.Duration `koanf:"slow_request" help:"log requests slower than this; 0 = never"`
+	SlowRequest time.Duration `koanf:"slow_request" help:"log requests slower than this, beyond what they wait by design (a fetch's max_wait; JoinGroup and SyncGroup are never logged); 0 = never"`
 }
 
 // Topics holds the defaults for topics, including auto-created ones.

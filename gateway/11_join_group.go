@@ -18,5 +18,5 @@ func (c *conn) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest) (kmsg.
 		resp.ErrorCode, resp.Generation = code, -1
 		return resp, nil
 	}
-	return c.g.coord.JoinGroup(ctx, req, c.clientID, clientHost(c.remote)), nil
+	return c.g.coord.JoinGroup(ctx, req, c.reqClientID, clientHost(c.remote)), nil
 }

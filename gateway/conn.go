@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
@@ -26,9 +27,12 @@ type conn struct {
 	g        *Gateway
 	nc       net.Conn
 	remote   string
-	clientID string
-	software string // client software name/version from ApiVersions v3, for the log
-	log      zerolog.Logger
+	clientID string // the last client id a request named, for the log
+	// reqClientID is the client id of the request being handled ("" for a null one): JoinGroup records
+	// it for the member, as Apache takes it from each request's header.
+	reqClientID string
+	software    string // client software name/version from ApiVersions v3, for the log
+	log         zerolog.Logger
 	// outBufs are pooled buffers the response being answered points into (a fetch's record
 	// batches), handed back once the response is written.
 	outBufs []*[]byte
@@ -154,7 +158,9 @@ func (c *conn) readBody(n int) (*[]byte, []byte, error) {
 			putBuf(bufp, buf)
 			bufp, buf = nextp, next
 		}
-		m, err := io.ReadFull(c.nc, buf[len(buf):min(n, cap(buf))])
+		// At most bodyGrowStep under one idle deadline: a client sending a large request slowly and
+		// steadily is not idle.
+		m, err := io.ReadFull(c.nc, buf[len(buf):min(n, cap(buf), len(buf)+bodyGrowStep)])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			return bufp, buf, err
@@ -274,7 +280,20 @@ func (c *conn) handleFrame(ctx context.Context, frame []byte, release func()) er
 		return err
 	}
 	resp, err := a.handle(ctx, c, req)
-	return c.answer(hdr, start, resp, err)
+	return c.answer(hdr, start, resp, err, waitsByDesign(req))
+}
+
+// waitsByDesign is how long a request may wait before it is answered by design, which the slow request
+// log does not count: a fetch's max_wait (a long poll on a quiet partition); a JoinGroup or SyncGroup
+// waits for the rest of the group, for as long as a rebalance takes, and is never logged as slow.
+func waitsByDesign(req kmsg.Request) time.Duration {
+	switch r := req.(type) {
+	case *kmsg.FetchRequest:
+		return time.Duration(max(r.MaxWaitMillis, 0)) * time.Millisecond
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest:
+		return math.MaxInt64
+	}
+	return 0
 }
 
 // enqueueProduce queues p for the appending goroutine, starting it if needed; it waits while the
@@ -401,7 +420,7 @@ func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) (err err
 		n := len(p.job.batches)
 		resp, err := p.job.complete(results[:n])
 		results = results[n:]
-		err = c.answer(p.hdr, p.start, resp, err)
+		err = c.answer(p.hdr, p.start, resp, err, 0)
 		p.release()
 		if errors.Is(err, errAcksZeroFailed) {
 			// The connection closes, as the failure cannot be answered otherwise, but the requests
@@ -431,6 +450,7 @@ var errAnswerUnsupported = errors.New("gateway: unsupported ApiVersions version"
 // decode parses a frame's header and request.
 func (c *conn) decode(frame []byte) (protocol.RequestHeader, api, kmsg.Request, error) {
 	hdr, body, err := protocol.ParseRequestHeader(frame)
+	c.reqClientID = hdr.ClientID
 	if hdr.ClientID != "" && hdr.ClientID != c.clientID {
 		c.clientID = hdr.ClientID
 	}
@@ -457,15 +477,16 @@ func (c *conn) decode(frame []byte) (protocol.RequestHeader, api, kmsg.Request, 
 	return hdr, a, req, nil
 }
 
-// answer records a handled request and writes its response.
-func (c *conn) answer(hdr protocol.RequestHeader, start time.Time, resp kmsg.Response, err error) error {
+// answer records a handled request and writes its response; a request is logged as slow when it took
+// Config.SlowRequest longer than it may wait by design (waitsByDesign).
+func (c *conn) answer(hdr protocol.RequestHeader, start time.Time, resp kmsg.Response, err error, mayWait time.Duration) error {
 	elapsed := time.Since(start)
 	observeRequest(hdr.APIKey, hdr.APIVersion, elapsed, resp)
 	if c.log.GetLevel() <= zerolog.DebugLevel {
 		c.log.Debug().Str("api", kmsg.NameForKey(hdr.APIKey)).Int16("version", hdr.APIVersion).
 			Int32("correlation_id", hdr.CorrelationID).Dur("took", elapsed).Msg("request")
 	}
-	if slow := c.g.cfg.SlowRequest; slow > 0 && elapsed > slow {
+	if slow := c.g.cfg.SlowRequest; slow > 0 && elapsed > slow && elapsed-slow > mayWait {
 		c.log.Warn().Str("api", kmsg.NameForKey(hdr.APIKey)).Int16("version", hdr.APIVersion).
 			Dur("took", elapsed).Msg("slow request")
 	}
@@ -484,14 +505,32 @@ func (c *conn) write(hdr protocol.RequestHeader, resp kmsg.Response) error {
 	bufp := getBuf(responseSizeHint(resp))
 	out := protocol.AppendResponse((*bufp)[:0], hdr.CorrelationID, resp)
 	bytesOut(len(out))
-	if d := c.g.cfg.IdleTimeout; d > 0 {
-		// A client that stops reading is idle too: its answers must not pin the connection for good.
-		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
-	}
-	_, err := c.nc.Write(out)
+	err := c.writeAll(out)
 	putBuf(bufp, out)
 	c.releaseOutBufs()
 	return err
+}
+
+// writeChunk is how much of an answer is written under one write deadline.
+const writeChunk = 256 << 10
+
+// writeAll writes out, pushing back the idle deadline (Config.IdleTimeout) for each chunk: a client that
+// stops reading is idle too, and its answers must not pin the connection for good, but one reading a
+// large answer slowly and steadily is not, as on Apache, where any byte either way counts as activity.
+func (c *conn) writeAll(out []byte) error {
+	d := c.g.cfg.IdleTimeout
+	for len(out) > 0 {
+		n := len(out)
+		if d > 0 {
+			n = min(n, writeChunk)
+			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+		}
+		if _, err := c.nc.Write(out[:n]); err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
 }
 
 // responseSizeHint is about the encoded size of a fetch response (0 for other responses), so its

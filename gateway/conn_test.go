@@ -8,7 +8,9 @@ import (
 	"net"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/coordinator"
 	"github.com/kgate/kgate/protocol"
 	"github.com/kgate/kgate/redisstore"
 )
@@ -381,5 +384,157 @@ func TestConnectionNotReadClosed(t *testing.T) {
 	case <-served:
 	case <-ctx.Done():
 		t.Fatal("connection whose answers are not read stayed open")
+	}
+}
+
+// A client reading a large answer slowly but steadily is not idle: the idle deadline is pushed back for
+// each chunk written, not set once for the whole answer. Here 3 MiB go out at about 3 MiB/s against
+// an idle timeout of 300 ms, and the whole answer arrives.
+func TestSlowSteadyReaderNotIdle(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "slow", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, ctx, store, "slow", 0, 32, 96<<10) // a first read takes up to 32 records
+	client, _ := servePipe(t, g)
+	if _, err := client.Write(requestFrame(fetchRequest("slow", 0, 0, 4<<20, 4<<20), 1)); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(client, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	want := int(binary.BigEndian.Uint32(size[:]))
+	if want < 3<<20 {
+		t.Fatalf("answer of %d bytes, want 3 MiB or more", want)
+	}
+	start := time.Now()
+	buf := make([]byte, 64<<10)
+	for got := 0; got < want; {
+		time.Sleep(20 * time.Millisecond)
+		n, err := io.ReadFull(client, buf[:min(len(buf), want-got)])
+		got += n
+		if err != nil {
+			t.Fatalf("read %d of %d bytes in %v: %v", got, want, time.Since(start), err)
+		}
+	}
+}
+
+// A client sending a large request slowly but steadily is not idle either: the idle deadline is pushed
+// back for each megabyte read, not once per buffer, which grows to many megabytes. Here a 5 MiB
+// request arrives at about 6 MiB/s against an idle timeout of 400 ms, and is answered.
+func TestSlowSteadySenderNotIdle(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{IdleTimeout: 400 * time.Millisecond})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	client, _ := servePipe(t, g)
+	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
+		PartitionLeaderEpoch: -1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 1,
+		Records: []protocol.Record{{Value: make([]byte, 5<<20)}},
+	}, protocol.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "appender"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	frame := requestFrame(req, 7)
+	start := time.Now()
+	for sent := 0; sent < len(frame); sent += 64 << 10 {
+		if _, err := client.Write(frame[sent:min(len(frame), sent+64<<10)]); err != nil {
+			t.Fatalf("sent %d of %d bytes in %v: %v", sent, len(frame), time.Since(start), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if corr, _ := readResponse(t, client); corr != 7 {
+		t.Fatalf("answer with correlation id %d, want 7", corr)
+	}
+}
+
+// countingLog counts the log lines holding match.
+type countingLog struct {
+	match string
+	n     atomic.Int32
+}
+
+func (w *countingLog) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		w.n.Add(1)
+	}
+	return len(p), nil
+}
+
+// A long poll that waits out its max_wait is not a slow request: the slow request log counts the time
+// beyond what a request may wait by design. A request with no wait of its own still is.
+func TestSlowRequestLogLeavesLongPollsOut(t *testing.T) {
+	slow := &countingLog{match: "slow request"}
+	ctx, _, store := embeddedGateway(t, Config{})
+	g := New(Config{SlowRequest: 100 * time.Millisecond}, store, zerolog.New(slow))
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "quiet", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	client, _ := servePipe(t, g)
+	req := fetchRequest("quiet", 0, 0, 1<<20, 1<<20)
+	req.MaxWaitMillis = 300
+	start := time.Now()
+	if _, err := client.Write(requestFrame(req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	readResponse(t, client)
+	if took := time.Since(start); took < 250*time.Millisecond {
+		t.Fatalf("fetch of an empty partition answered in %v, before its max_wait", took)
+	}
+	if n := slow.n.Load(); n != 0 {
+		t.Fatalf("a long poll that waited its max_wait logged as slow (%d lines)", n)
+	}
+	g.cfg.SlowRequest = time.Nanosecond
+	if _, err := client.Write(apiVersionsFrame(2)); err != nil {
+		t.Fatal(err)
+	}
+	readResponse(t, client)
+	if n := slow.n.Load(); n != 1 {
+		t.Fatalf("a request slower than the limit logged %d times, want once", n)
+	}
+}
+
+// A member's client id is the one its JoinGroup named, as on Apache, which reads it from each request's
+// header: a null one is "", not the id an earlier request on the connection named.
+func TestJoinGroupClientIDPerRequest(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
+	c := fetchConn(t, g)
+	named := requestFrame(kmsg.NewPtrMetadataRequest(), 1) // client id "t"
+	if _, _, _, err := c.decode(named[4:]); err != nil {
+		t.Fatal(err)
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.ProtocolType = 3, "cid-group", "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10_000, 10_000
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name = "range"
+	join.Protocols = append(join.Protocols, jp)
+	frame := requestFrame(join, 2)
+	// JoinGroup v3 has header v1: the client id as null (-1) instead of "t", and no tagged fields.
+	frame = slices.Concat(frame[4:12], []byte{0xff, 0xff}, frame[16:])
+	_, a, req, err := c.decode(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.handle(ctx, c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := r.(*kmsg.JoinGroupResponse).ErrorCode; code != 0 {
+		t.Fatalf("JoinGroup: error %d", code)
+	}
+	d, _ := g.coord.Describe(ctx, "cid-group")
+	if len(d.Members) != 1 || d.Members[0].ClientID != "" {
+		t.Fatalf("members %+v; want one with client id \"\"", d.Members)
 	}
 }
