@@ -29,10 +29,13 @@ type topicCache struct {
 	loaded  time.Time     // when the reload that read the view began
 	load    sync.Mutex    // one reload at a time
 	reloads int           // under load: registry reads so far
-	// tried is when the last reload began, and failed its error: lookups waiting for a reload while
-	// Redis is away share its failure instead of each waiting out a command timeout in turn.
-	tried  time.Time
-	failed error
+	// tried is when the last reload began, and failed its error (failedAt when it ended): lookups
+	// waiting for a reload while Redis is away share its failure instead of each waiting out a command
+	// timeout in turn, and so do those that come within missReloadGap after it (a request's lookups of
+	// its topics, one after the other).
+	tried    time.Time
+	failed   error
+	failedAt time.Time
 }
 
 func newTopicCache(s *redisstore.Store) *topicCache { return &topicCache{store: s} }
@@ -55,6 +58,9 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	c.mu.Lock()
 	done := !since.IsZero() && !c.tried.IsZero() && !c.tried.Before(since)
 	failed := c.failed
+	if failed != nil && time.Since(c.failedAt) < missReloadGap {
+		done = true
+	}
 	c.mu.Unlock()
 	if done {
 		return failed
@@ -63,7 +69,7 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	c.reloads++
 	all, err := c.store.Topics(ctx)
 	c.mu.Lock()
-	c.tried, c.failed = began, err
+	c.tried, c.failed, c.failedAt = began, err, time.Now()
 	c.mu.Unlock()
 	if err != nil {
 		return err

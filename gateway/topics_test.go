@@ -108,6 +108,18 @@ func TestTopicCacheSharesAFailedReload(t *testing.T) {
 	if worst := slices.Max(took); worst > 2*cmdTimeout+time.Second {
 		t.Fatalf("lookups answered after %v with a command timeout of %v", took, cmdTimeout)
 	}
+	// A request looks its topics up one after the other: those after the first failed lookup share its
+	// failure too, and the request answers after one timeout, not one per topic.
+	c.invalidate()
+	start := time.Now()
+	for i := range 6 {
+		if _, err := c.get(ctx, fmt.Sprintf("topic-%d", i)); err == nil {
+			t.Fatal("lookup succeeded with Redis paused")
+		}
+	}
+	if took := time.Since(start); took > cmdTimeout+time.Second {
+		t.Fatalf("six lookups in a row answered after %v with a command timeout of %v", took, cmdTimeout)
+	}
 }
 
 // A read that finds its topic's partitions gone reloads the registry through invalidateStale, which
