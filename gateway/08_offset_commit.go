@@ -9,8 +9,8 @@ package gateway
 // the partition's stream moved to the committed offset with every pending entry below it acked.
 // A Redis failure answers COORDINATOR_NOT_AVAILABLE for the partitions (never success).
 //
-// Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes ->
-// OFFSET_METADATA_TOO_LARGE. retention_time_ms (v2-v4) is ignored: offsets live until deleted.
+// Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION, answered before the coordinator is asked,
+// as on Apache; metadata over 4096 bytes -> OFFSET_METADATA_TOO_LARGE. retention_time_ms (v2-v4) is ignored: offsets live until deleted.
 
 import (
 	"context"
@@ -25,6 +25,31 @@ import (
 func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrOffsetCommitResponse()
+	// Unknown topics and partitions first, as Apache answers them before the coordinator is asked: a
+	// commit naming nothing that exists is not validated, and does not count as the member's heartbeat.
+	known := 0
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		topic, terr := g.topics.get(ctx, rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			switch {
+			case terr != nil:
+				sp.ErrorCode = groupErrCode(terr)
+			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				known++
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if known == 0 {
+		return resp, nil
+	}
 	code := g.notCoordinator(req.Group)
 	defer g.writes.commit(req.Group)() // from the validation to the last write
 	if code == 0 {
@@ -40,25 +65,12 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 		slots   []slot
 	)
 	for ti, rt := range req.Topics {
-		st := kmsg.NewOffsetCommitResponseTopic()
-		st.Topic = rt.Topic
-		var (
-			topic redisstore.Topic
-			terr  error
-		)
-		if code == 0 {
-			topic, terr = g.topics.get(ctx, rt.Topic)
-		}
 		for pi, rp := range rt.Partitions {
-			sp := kmsg.NewOffsetCommitResponseTopicPartition()
-			sp.Partition = rp.Partition
+			sp := &resp.Topics[ti].Partitions[pi]
 			switch {
+			case sp.ErrorCode != 0: // unknown, above
 			case code != 0:
 				sp.ErrorCode = code
-			case terr != nil:
-				sp.ErrorCode = groupErrCode(terr)
-			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case rp.Metadata != nil && len(*rp.Metadata) > maxCommitMetadata:
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			case rp.Offset < 0:
@@ -71,9 +83,7 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 				commits = append(commits, redisstore.OffsetCommit{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, Metadata: md})
 				slots = append(slots, slot{ti, pi})
 			}
-			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
 	}
 	if len(commits) > 0 {
 		errs := g.store.CommitOffsets(ctx, req.Group, commits, time.Now())

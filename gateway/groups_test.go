@@ -271,3 +271,39 @@ func TestOffsetFetchErrorListsNoPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestOffsetCommitUnknownTopicBeforeMember: a commit's unknown topics and partitions answer
+// UNKNOWN_TOPIC_OR_PARTITION whatever the committer's generation, as Apache checks them before asking
+// the coordinator; the known partitions of the same request get the coordinator's verdict.
+func TestOffsetCommitUnknownTopicBeforeMember(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "oc", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation, req.MemberID = 8, "oc-group", 5, "stale"
+	for _, tp := range []struct {
+		topic string
+		part  int32
+	}{{"no-such-topic", 0}, {"oc", 3}, {"oc", 0}} {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = tp.topic
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = tp.part, 1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	r, err := fetchConn(t, g).offsetCommit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int16
+	for _, rt := range r.(*kmsg.OffsetCommitResponse).Topics {
+		got = append(got, rt.Partitions[0].ErrorCode)
+	}
+	want := []int16{kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code, kerr.IllegalGeneration.Code}
+	if !slices.Equal(got, want) {
+		t.Fatalf("codes %v, want %v", got, want)
+	}
+}
