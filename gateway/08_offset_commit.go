@@ -71,7 +71,7 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 			case sp.ErrorCode != 0: // unknown, above
 			case code != 0:
 				sp.ErrorCode = code
-			case rp.Metadata != nil && len(*rp.Metadata) > maxCommitMetadata:
+			case rp.Metadata != nil && commitMetadataTooLarge(*rp.Metadata):
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			case rp.Offset < 0:
 				sp.ErrorCode = kerr.InvalidCommitOffsetSize.Code

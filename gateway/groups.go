@@ -6,14 +6,29 @@ import (
 	"hash/maphash"
 	"net"
 	"sync"
+	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kgate/kgate/coordinator"
 )
 
-// maxCommitMetadata is Apache's offset.metadata.max.bytes default.
+// maxCommitMetadata is Apache's offset.metadata.max.bytes default, which it compares with the length
+// of a Java string: UTF-16 code units, not bytes.
 const maxCommitMetadata = 4096
+
+// commitMetadataTooLarge reports whether md is over maxCommitMetadata as Apache counts it. A UTF-8
+// string never has more UTF-16 units than bytes, so only a longer one is counted.
+func commitMetadataTooLarge(md string) bool {
+	if len(md) <= maxCommitMetadata {
+		return false
+	}
+	units := 0
+	for _, r := range md {
+		units += utf16.RuneLen(r)
+	}
+	return units > maxCommitMetadata
+}
 
 // notCoordinator returns NOT_COORDINATOR when another gateway coordinates group (or
 // COORDINATOR_NOT_AVAILABLE when no gateway can), 0 when this one does.

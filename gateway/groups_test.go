@@ -307,3 +307,25 @@ func TestOffsetCommitUnknownTopicBeforeMember(t *testing.T) {
 		t.Fatalf("codes %v, want %v", got, want)
 	}
 }
+
+// TestCommitMetadataCountedAsApache: commit metadata is limited to 4096 UTF-16 code units, the length
+// of a Java string, which Apache compares with offset.metadata.max.bytes: non-ASCII metadata of more
+// bytes but fewer units is accepted, as there.
+func TestCommitMetadataCountedAsApache(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		md   string
+		want bool
+	}{
+		{"4096 ASCII", strings.Repeat("a", 4096), false},
+		{"4097 ASCII", strings.Repeat("a", 4097), true},
+		{"3000 two-byte letters", strings.Repeat("é", 3000), false},
+		{"4097 two-byte letters", strings.Repeat("é", 4097), true},
+		{"2048 emoji, two units each", strings.Repeat("😀", 2048), false},
+		{"2049 emoji", strings.Repeat("😀", 2049), true},
+	} {
+		if got := commitMetadataTooLarge(tc.md); got != tc.want {
+			t.Errorf("%s (%d bytes): too large %v, want %v", tc.name, len(tc.md), got, tc.want)
+		}
+	}
+}
