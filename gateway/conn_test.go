@@ -538,3 +538,44 @@ func TestJoinGroupClientIDPerRequest(t *testing.T) {
 		t.Fatalf("members %+v; want one with client id \"\"", d.Members)
 	}
 }
+
+// kafka.max_connections: a connection beyond it is closed at once, and logged at most once per 10 s
+// however often clients come back; once a connection ends, a new one is served.
+func TestMaxConnections(t *testing.T) {
+	refused := &countingLog{match: "kafka.max_connections reached"}
+	_, _, store := embeddedGateway(t, Config{})
+	g := New(Config{Listen: "127.0.0.1:0", MaxConnections: 2}, store, zerolog.New(refused))
+	startServing(t, g)
+	dial := func() net.Conn {
+		t.Helper()
+		nc, err := net.DialTimeout("tcp", g.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		return nc
+	}
+	served := func(nc net.Conn, corr int32) bool {
+		if _, err := nc.Write(apiVersionsFrame(corr)); err != nil {
+			return false
+		}
+		var size [4]byte
+		_, err := io.ReadFull(nc, size[:])
+		return err == nil
+	}
+	first, second := dial(), dial()
+	if !served(first, 1) || !served(second, 1) {
+		t.Fatal("connections within the limit not served")
+	}
+	for i := range 20 {
+		if served(dial(), 1) {
+			t.Fatalf("connection %d beyond the limit served", i+3)
+		}
+	}
+	if n := refused.n.Load(); n != 1 {
+		t.Fatalf("20 refused connections logged %d times, want once", n)
+	}
+	first.Close()
+	waitFor(t, 5*time.Second, "a connection to be served after one ended", func() bool { return served(dial(), 2) })
+}

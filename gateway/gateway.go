@@ -109,15 +109,18 @@ func (c *Config) fillDefaults() {
 
 // Gateway serves the Kafka protocol (and the admin API) over a redisstore.Store.
 type Gateway struct {
-	cfg    Config
-	store  *redisstore.Store
-	log    zerolog.Logger
-	topics *topicCache
-	notify *appendNotifier
-	tail   *tailCache // nil: disabled
-	coord  *coordinator.Coordinator
-	writes *groupWrites
-	nodes  *membership
+	cfg   Config
+	store *redisstore.Store
+	log   zerolog.Logger
+	// refusedLog logs connections refused at kafka.max_connections, at most once per 10 s: clients
+	// reconnect in a loop, and a line each would flood the log.
+	refusedLog zerolog.Logger
+	topics     *topicCache
+	notify     *appendNotifier
+	tail       *tailCache // nil: disabled
+	coord      *coordinator.Coordinator
+	writes     *groupWrites
+	nodes      *membership
 
 	ln       net.Listener
 	advHost  string
@@ -151,20 +154,21 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 	cfg.Groups.OnRebalance = func(string) { mRebalances.Inc() }
 	store.Observe(observeRedis)
 	g := &Gateway{
-		cfg:     cfg,
-		store:   store,
-		log:     log,
-		topics:  newTopicCache(store),
-		notify:  newAppendNotifier(),
-		tail:    newTailCache(cfg.TailCacheBytes),
-		coord:   coordinator.New(cfg.Groups),
-		writes:  newGroupWrites(),
-		ready:   make(chan struct{}),
-		conns:   make(map[net.Conn]struct{}),
-		quit:    make(chan struct{}),
-		drained: make(chan struct{}),
-		appends: make(chan string, 4096),
-		unsent:  map[string]struct{}{},
+		cfg:        cfg,
+		store:      store,
+		log:        log,
+		refusedLog: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: 10 * time.Second}),
+		topics:     newTopicCache(store),
+		notify:     newAppendNotifier(),
+		tail:       newTailCache(cfg.TailCacheBytes),
+		coord:      coordinator.New(cfg.Groups),
+		writes:     newGroupWrites(),
+		ready:      make(chan struct{}),
+		conns:      make(map[net.Conn]struct{}),
+		quit:       make(chan struct{}),
+		drained:    make(chan struct{}),
+		appends:    make(chan string, 4096),
+		unsent:     map[string]struct{}{},
 	}
 	g.bgCtx, g.stopBg = context.WithCancel(context.Background())
 	return g
@@ -280,7 +284,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		}
 		backoff = 0
 		if g.atConnectionLimit() {
-			g.log.Warn().Int("max_connections", g.cfg.MaxConnections).Str("remote", c.RemoteAddr().String()).Msg("connection refused: kafka.max_connections reached")
+			g.refusedLog.Warn().Int("max_connections", g.cfg.MaxConnections).Str("remote", c.RemoteAddr().String()).Msg("connection refused: kafka.max_connections reached (logged at most once per 10 s)")
 			c.Close()
 			continue
 		}
