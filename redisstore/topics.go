@@ -182,8 +182,9 @@ func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) 
 		if cleared < t.Partitions {
 			pipe := s.rdb.Pipeline()
 			for p := cleared; p < t.Partitions; p++ {
-				// One DEL per slot: a partition's keys share a hash tag.
-				pipe.Del(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p))
+				// One UNLINK per slot (a partition's keys share a hash tag): a stream of millions of
+				// entries is freed in the background, where DEL would stall Redis for every client.
+				pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				return err
