@@ -4,10 +4,13 @@ package gateway
 //
 // Moves a partition's log start offset to the requested offset (-1: the high watermark) and trims the
 // stream below it (XTRIM MINID). An offset beyond the high watermark -> OFFSET_OUT_OF_RANGE; a
-// request below the current log start offset changes nothing and answers the current one.
+// request below the current log start offset changes nothing and answers the current one. The
+// request's timeout_ms bounds the whole request: the partitions are trimmed one after the other, and
+// with Redis stalled each would otherwise wait out a command timeout of its own.
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,6 +19,11 @@ import (
 func (c *conn) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrDeleteRecordsResponse()
+	if req.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
