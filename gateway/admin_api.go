@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -469,6 +471,24 @@ type resetResult struct {
 	Offset    int64  `json:"newOffset"`
 }
 
+// decodeBody decodes a request's JSON body (at most 1 MiB, no unknown fields) into v, or answers 415 or
+// 400. The body must say it is JSON: a web page can make a browser POST a text/plain body anywhere
+// without asking first, but not an application/json one, so an operator's browser visiting a hostile
+// page cannot reset offsets or create topics through a gateway it reaches.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "the body must be sent as Content-Type: application/json")
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "bad body: "+err.Error())
+		return false
+	}
+	return true
+}
+
 func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
 	if g.forwardToCoordinator(w, r, group) || g.notCoordinatingGroup(w, r, group) {
@@ -476,10 +496,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var req resetRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad body: "+err.Error())
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	if req.Topic == "" {
@@ -516,6 +533,10 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 			parts = append(parts, p)
 		}
 	}
+	// Each partition once, however often listed: a list of the same one up to the body limit would
+	// have the reset read and commit it some 200,000 times over, holding the group's writes.
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
 	for _, p := range parts {
 		if p < 0 || p >= t.Partitions {
 			writeError(w, http.StatusBadRequest, "partition "+strconv.Itoa(int(p))+" does not exist")
@@ -582,6 +603,18 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		commits[i] = redisstore.OffsetCommit{Topic: req.Topic, Partition: p, Offset: target}
 	}
 	if !req.DryRun {
+		// Checked again as the coordinator checks a commit of generation -1: a consumer may have
+		// joined while the offsets were read (JoinGroup does not wait for the group's writes), and it
+		// would go on from the offsets it fetched, then overwrite these with its next commit.
+		switch code := g.coord.ValidateCommit(ctx, group, "", nil, -1); code {
+		case 0:
+		case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code:
+			writeError(w, http.StatusServiceUnavailable, "the group's coordinator cannot tell whether it has members: "+kerr.ErrorForCode(code).Error())
+			return
+		default:
+			writeError(w, http.StatusConflict, "a member joined the group: offsets can only be reset while it has no members")
+			return
+		}
 		// An untimestamped write: the sidecar entries it overwrites are cleared.
 		for _, err := range g.store.CommitOffsets(ctx, group, commits, time.Time{}) {
 			if err != nil {
@@ -723,10 +756,7 @@ type createTopicRequest struct {
 
 func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 	var req createTopicRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad body: "+err.Error())
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	if req.Partitions == 0 {

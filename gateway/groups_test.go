@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -201,6 +203,7 @@ func TestAdminResetReleasesGroupBeforeAnswering(t *testing.T) {
 	w := &blockingWriter{header: http.Header{}, writing: make(chan struct{}), release: make(chan struct{})}
 	defer close(w.release)
 	req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/resetting/offsets", strings.NewReader(`{"topic":"reset","to":"earliest"}`))
+	req.Header.Set("Content-Type", "application/json")
 	go g.adminHandler().ServeHTTP(w, req)
 	select {
 	case <-w.writing:
@@ -327,5 +330,103 @@ func TestCommitMetadataCountedAsApache(t *testing.T) {
 		if got := commitMetadataTooLarge(tc.md); got != tc.want {
 			t.Errorf("%s (%d bytes): too large %v, want %v", tc.name, len(tc.md), got, tc.want)
 		}
+	}
+}
+
+// TestAdminResetRefusedWhenMemberJoined: an admin offset reset checks again, as the coordinator checks
+// a commit of generation -1, just before it commits: a consumer that joined while the reset read
+// Redis goes on from the offsets it fetched, and the reset answered 200 for offsets it would never see
+// and overwrite at its next commit.
+func TestAdminResetRefusedWhenMemberJoined(t *testing.T) {
+	ctx := t.Context()
+	m := startMiniredis(t)
+	p := redistest.StartProxy(t, m.Addr())
+	store := openStoreAt(t, p.Addr(), redisstore.Options{})
+	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "rt", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	holdTopicView(t, ctx, g)
+	p.Hold() // the reset's reads of Redis wait
+	answered := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/joined/offsets", strings.NewReader(`{"topic":"rt","to":"latest"}`))
+		req.Header.Set("Content-Type", "application/json")
+		g.adminHandler().ServeHTTP(w, req)
+		answered <- w
+	}()
+	time.Sleep(100 * time.Millisecond) // the reset has checked the group (Empty) and reads Redis
+	c := fetchConn(t, g)
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.ProtocolType = 5, "joined", "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10_000, 10_000
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name = "range"
+	join.Protocols = append(join.Protocols, jp)
+	r, err := c.joinGroup(ctx, join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jr := r.(*kmsg.JoinGroupResponse); jr.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: error %d", jr.ErrorCode)
+	} else {
+		join.MemberID = jr.MemberID
+	}
+	if r, err = c.joinGroup(ctx, join); err != nil || r.(*kmsg.JoinGroupResponse).ErrorCode != 0 {
+		t.Fatalf("join: %v, %+v", err, r)
+	}
+	if d, _ := g.coord.Describe(ctx, "joined"); len(d.Members) != 1 {
+		t.Fatalf("members after the join: %+v", d.Members)
+	}
+	p.Release()
+	select {
+	case w := <-answered:
+		if w.Code != http.StatusConflict {
+			t.Fatalf("reset answered %d (%s) with a member in the group, want 409", w.Code, w.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reset did not answer")
+	}
+	if cs, err := store.CommittedOffsets(ctx, "joined"); err != nil || len(cs) != 0 {
+		t.Fatalf("committed: %+v, %v; want nothing", cs, err)
+	}
+}
+
+// TestAdminPostsNeedJSON: the admin API's POSTs take a body sent as application/json only (415
+// otherwise), which a web page cannot have a browser send without asking first: an operator's browser
+// on a hostile page cannot reset offsets or create topics. A reset lists each partition once.
+func TestAdminPostsNeedJSON(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "pj", Partitions: 2, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	post := func(path, contentType, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		w := httptest.NewRecorder()
+		g.adminHandler().ServeHTTP(w, req)
+		return w
+	}
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded"} {
+		if w := post("/api/v1/groups/pj-group/offsets", ct, `{"topic":"pj","to":"latest"}`); w.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("reset sent as %q: %d, want 415", ct, w.Code)
+		}
+		if w := post("/api/v1/topics", ct, `{"name":"pj-new","partitions":1}`); w.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("topic created from a body sent as %q: %d, want 415", ct, w.Code)
+		}
+	}
+	if cs, err := store.CommittedOffsets(ctx, "pj-group"); err != nil || len(cs) != 0 {
+		t.Fatalf("committed: %+v, %v; want nothing", cs, err)
+	}
+	if _, err := store.Topic(ctx, "pj-new"); err == nil {
+		t.Fatal("topic created")
+	}
+	w := post("/api/v1/groups/pj-group/offsets", "application/json; charset=utf-8", `{"topic":"pj","to":"latest","dryRun":true,"partitions":[1,0,1,1,0]}`)
+	if w.Code != http.StatusOK || strings.Count(w.Body.String(), `"partition"`) != 2 {
+		t.Fatalf("reset of partitions [1,0,1,1,0]: %d %s; want 200 with two partitions", w.Code, w.Body)
 	}
 }
