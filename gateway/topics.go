@@ -36,6 +36,9 @@ type topicCache struct {
 	tried    time.Time
 	failed   error
 	failedAt time.Time
+	// invalidated is when invalidate last ran: a reload that began before it read a view without
+	// the change that called it, and does not count as fresh.
+	invalidated time.Time
 }
 
 func newTopicCache(s *redisstore.Store) *topicCache { return &topicCache{store: s} }
@@ -68,6 +71,11 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	began := time.Now()
 	c.reloads++
 	all, err := c.store.Topics(ctx)
+	if err != nil && ctx.Err() != nil {
+		// The caller's own context ended (its client went away, its request's timeout): not Redis's
+		// failure, and not to be shared with other lookups.
+		return err
+	}
 	c.mu.Lock()
 	c.tried, c.failed, c.failedAt = began, err, time.Now()
 	c.mu.Unlock()
@@ -82,6 +90,9 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	c.mu.Lock()
 	old := c.byName
 	c.byName, c.byID, c.dots, c.loaded = all, byID, dots, began
+	if began.Before(c.invalidated) {
+		c.loaded = time.Time{}
+	}
 	c.mu.Unlock()
 	for name, t := range old {
 		now, ok := all[name]
@@ -156,7 +167,8 @@ func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
 	return c.dots.collides(name), nil
 }
 
-// all returns a fresh copy of the registry.
+// all returns a copy of the registry as read by a reload that began after the call (one shared by
+// every caller that came meanwhile: many clients asking for all topics at once read it once).
 func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, error) {
 	out, _, err := c.allWithCollisions(ctx)
 	return out, err
@@ -165,7 +177,7 @@ func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, erro
 // allWithCollisions is all with its names by their '.'/'_' form (built by the reload; never changed
 // after, so shared).
 func (c *topicCache) allWithCollisions(ctx context.Context) (map[string]redisstore.Topic, dotCollisions, error) {
-	if err := c.refresh(ctx); err != nil {
+	if err := c.refreshSince(ctx, time.Now()); err != nil {
 		return nil, nil, err
 	}
 	c.mu.Lock()
@@ -188,9 +200,10 @@ func (c *topicCache) invalidateStale() {
 	c.mu.Unlock()
 }
 
-// invalidate forces the next lookup to reload (after a create/delete through this gateway).
+// invalidate forces the next lookup to reload (after a create/delete through this gateway), and a
+// reload already running to count as stale.
 func (c *topicCache) invalidate() {
 	c.mu.Lock()
-	c.loaded = time.Time{}
+	c.loaded, c.invalidated = time.Time{}, time.Now()
 	c.mu.Unlock()
 }

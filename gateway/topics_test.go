@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -157,5 +158,77 @@ func TestTopicCacheInvalidateStaleBounded(t *testing.T) {
 	}
 	if n := reloads() - before; n != 1 {
 		t.Fatalf("a view older than missReloadGap was reloaded %d times, want 1", n)
+	}
+}
+
+// A lookup whose own context ended fails alone: its reload's failure is not Redis's, and is not
+// shared with the lookups after it.
+func TestTopicCacheCancelledLookupNotShared(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	c := newTopicCache(store)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.get(gone, "t"); err == nil {
+		t.Fatal("lookup with an ended context succeeded")
+	}
+	if _, err := c.get(ctx, "t"); err != nil {
+		t.Fatalf("lookup right after another's context ended: %v", err)
+	}
+	if _, err := c.all(ctx); err != nil {
+		t.Fatalf("all: %v", err)
+	}
+}
+
+// A create through this gateway invalidates the view while a reload that began before it is still
+// reading the registry: that reload's view, without the new topic, does not count as fresh, and the
+// new topic is found at once.
+func TestTopicCacheInvalidateDuringReload(t *testing.T) {
+	m := startMiniredis(t)
+	p := redistest.StartProxy(t, m.Addr())
+	store := openStoreAt(t, p.Addr(), redisstore.Options{})
+	direct := openStoreAt(t, m.Addr(), redisstore.Options{Namespace: store.Namespace()})
+	ctx := t.Context()
+	c := newTopicCache(store)
+	p.Hold()
+	reloaded := make(chan error, 1)
+	go func() {
+		_, err := c.all(ctx) // a reload, held in the proxy
+		reloaded <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the reload has begun; the lookup below comes within missReloadGap of it
+	if err := direct.CreateTopic(ctx, redisstore.Topic{Name: "made-here", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	c.invalidate() // as CreateTopics does once the topic is registered
+	p.Release()
+	if err := <-reloaded; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.get(ctx, "made-here"); err != nil {
+		t.Fatalf("topic created through this gateway, right after: %v", err)
+	}
+}
+
+// Many requests for the whole registry at once (Metadata for all topics from many clients) share
+// reloads: each needs one that began after it asked, not one of its own.
+func TestTopicCacheAllSharesReloads(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	c := newTopicCache(store)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := c.all(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	c.load.Lock()
+	defer c.load.Unlock()
+	if c.reloads > 4 { // 2 when all 20 ask before the first reload ends
+		t.Fatalf("20 requests for all topics read the registry %d times", c.reloads)
 	}
 }
