@@ -8,8 +8,8 @@ package gateway
 // UNKNOWN_TOPIC_OR_PARTITION (the empty name too: Apache does not validate names here), unknown ID ->
 // UNKNOWN_TOPIC_ID. A delete by ID removes the topic only while it still has that ID: the ID goes to a
 // name through this gateway's registry view, up to a second old, and the topic may have been deleted
-// and created again meanwhile. Committed offsets of groups on the topic stay until the groups are
-// deleted (as on Apache, where they expire with offsets.retention).
+// and created again meanwhile. Every group's committed offsets on the topic go with it, as on Apache,
+// so a topic created again under the name does not start its consumers from the old topic's offsets.
 
 import (
 	"context"

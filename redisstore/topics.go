@@ -151,8 +151,8 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 return 1
 `)
 
-// deleteTopic removes the partition keys of topic name, then its registry entry, so a topic
-// recreated under the same name never sees old records; only if match accepts the entry
+// deleteTopic removes the partition keys of topic name and every group's offsets on them, then its
+// registry entry, so a topic recreated under the same name never sees old records or offsets; only if match accepts the entry
 // (ErrUnknownTopic otherwise). The entry is removed compared and swapped against the text whose
 // partitions were deleted: an entry changed meanwhile (partitions added, configs set, or the topic
 // deleted and created again through another gateway) is read and matched again, so a new topic of
@@ -190,6 +190,9 @@ func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) 
 				return err
 			}
 			cleared = t.Partitions
+			if err := s.dropTopicOffsets(ctx, name, t.Partitions); err != nil {
+				return err
+			}
 		}
 		res, err := removeTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
 		switch {
@@ -202,6 +205,29 @@ func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) 
 		}
 		// Changed under us: read it again. ctx bounds the loop.
 	}
+}
+
+// dropTopicOffsets removes every group's committed offsets (canonical, sidecar, metadata) on the n
+// partitions of topic name, as Apache drops a deleted topic's offsets: kept, they would be a topic
+// created again under the name's offsets, and its consumers would start from them. A commit racing the
+// delete may still write one after this ran.
+func (s *Store) dropTopicOffsets(ctx context.Context, name string, n int32) error {
+	groups, err := s.rdb.SMembers(ctx, s.keys.groups()).Result()
+	if err != nil || len(groups) == 0 {
+		return err
+	}
+	fields := make([]string, n)
+	for p := range n {
+		fields[p] = s.keys.stream(name, p)
+	}
+	pipe := s.rdb.Pipeline()
+	for _, g := range groups {
+		pipe.HDel(ctx, s.keys.offsets(g), fields...)
+		pipe.HDel(ctx, s.keys.offsetsTS(g), fields...)
+		pipe.HDel(ctx, s.keys.offsetsMD(g), fields...)
+	}
+	_, err = pipe.Exec(ctx)
+	return err
 }
 
 // setPartitionsScript grows a topic's partition count atomically (never shrinks), and the count of

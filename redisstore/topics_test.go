@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestTopics(t *testing.T) {
@@ -151,8 +153,28 @@ func TestDeleteTopic(t *testing.T) {
 				t.Fatalf("before DeleteTopic: EXISTS %s = %d", k, n)
 			}
 		}
+		commits := []OffsetCommit{{Topic: "doomed", Partition: 0, Offset: 3, Metadata: "m"}, {Topic: "doomed", Partition: 1, Offset: 2}, {Topic: "kept", Partition: 0, Offset: 1}}
+		for _, group := range []string{"g1", "g2"} {
+			for _, err := range s.CommitOffsets(ctx, group, commits, time.Now()) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		if err := s.DeleteTopic(ctx, "doomed"); err != nil {
 			t.Fatal(err)
+		}
+		// Every group's offsets on the topic went with it (as on Apache), the other topic's stayed.
+		for _, group := range []string{"g1", "g2"} {
+			cs, err := s.CommittedOffsets(ctx, group)
+			if err != nil || len(cs) != 1 || cs[0].Topic != "kept" {
+				t.Errorf("group %s after DeleteTopic: %+v, %v; want the offset on kept alone", group, cs, err)
+			}
+			for _, k := range []string{s.keys.offsetsTS(group), s.keys.offsetsMD(group)} {
+				if fs := s.Client().HKeys(ctx, k).Val(); slices.ContainsFunc(fs, func(f string) bool { return strings.Contains(f, "doomed") }) {
+					t.Errorf("%s after DeleteTopic: %v", k, fs)
+				}
+			}
 		}
 		for _, k := range partKeys {
 			if n, err := s.Client().Exists(ctx, k).Result(); err != nil || n != 0 {
