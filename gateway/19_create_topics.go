@@ -26,6 +26,9 @@ import (
 	"github.com/kgate/kgate/redisstore"
 )
 
+// clusterMetadataTopic is the KRaft metadata log's name, which Apache refuses to create as a topic.
+const clusterMetadataTopic = "__cluster_metadata"
+
 func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrCreateTopicsResponse()
@@ -65,6 +68,8 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			msg(kerr.InvalidRequest.Code, "topic named more than once in the request")
 		case validTopicName(rt.Topic) != nil:
 			msg(kerr.InvalidTopicException.Code, "topic name is illegal: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'")
+		case rt.Topic == clusterMetadataTopic:
+			msg(kerr.InvalidRequest.Code, "Creation of internal topic "+clusterMetadataTopic+" is prohibited.")
 		case existing[rt.Topic].Partitions > 0:
 			msg(kerr.TopicAlreadyExists.Code, "topic '"+rt.Topic+"' already exists")
 		case collisions.collides(rt.Topic):

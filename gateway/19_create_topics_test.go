@@ -233,3 +233,19 @@ func TestCreateTopicsReplicaAssignmentPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateTopicsClusterMetadataRefused: __cluster_metadata, the name of KRaft's metadata log, cannot
+// be created, as on Apache (INVALID_REQUEST).
+func TestCreateTopicsClusterMetadataRefused(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	r, err := (&conn{g: g}).createTopics(ctx, createTopicReq("__cluster_metadata", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := r.(*kmsg.CreateTopicsResponse).Topics[0]; st.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("error %d, want INVALID_REQUEST", st.ErrorCode)
+	}
+	if _, err := store.Topic(ctx, "__cluster_metadata"); err == nil {
+		t.Fatal("created")
+	}
+}
