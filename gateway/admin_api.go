@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,10 +223,12 @@ func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string
 		}
 	} else if n, ok := g.groupPeer(name); ok {
 		if _, skip := silent.Load(n.ID); !skip {
-			if remote, ok := g.askPeer(ctx, n, name); ok {
+			remote, ok, answered := g.askPeerAnswered(ctx, n, name)
+			switch {
+			case ok:
 				gs.State, gs.Members, gs.Source = remote.State, len(remote.Members), "coordinator"
-			} else {
-				silent.Store(n.ID, true)
+			case !answered:
+				silent.Store(n.ID, true) // the rest of its groups are not asked: each would wait as long
 			}
 		}
 	}
@@ -257,23 +260,38 @@ func (g *Gateway) groupPeer(group string) (gatewayNode, bool) {
 
 // askPeer asks gateway n for group's live state, waiting a second at most.
 func (g *Gateway) askPeer(ctx context.Context, n gatewayNode, group string) (groupDetail, bool) {
+	d, ok, _ := g.askPeerAnswered(ctx, n, group)
+	return d, ok
+}
+
+// askPeerAnswered is askPeer, also telling whether the peer answered at all: one that answers without
+// the group's state (a 404 for a group deleted meanwhile, a 503 from its Redis) is not silent.
+func (g *Gateway) askPeerAnswered(ctx context.Context, n gatewayNode, group string) (d groupDetail, ok, answered bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/api/v1/groups/"+url.PathEscape(group), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/api/v1/groups/"+pathSegment(group), nil)
 	if err != nil {
-		return groupDetail{}, false
+		return groupDetail{}, false, true
 	}
 	req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return groupDetail{}, false
+		return groupDetail{}, false, false
 	}
 	defer resp.Body.Close()
-	var d groupDetail
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&d) != nil {
-		return groupDetail{}, false
+		return groupDetail{}, false, true
 	}
-	return d, true
+	return d, true, true
+}
+
+// pathSegment escapes s as one segment of a URL path. "." and ".." (legal group ids) are escaped too:
+// as they are, an HTTP server takes them for the path's own dots and redirects.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
 }
 
 // partitionOffset is one committed partition in the admin API.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -428,5 +429,41 @@ func TestAdminPostsNeedJSON(t *testing.T) {
 	w := post("/api/v1/groups/pj-group/offsets", "application/json; charset=utf-8", `{"topic":"pj","to":"latest","dryRun":true,"partitions":[1,0,1,1,0]}`)
 	if w.Code != http.StatusOK || strings.Count(w.Body.String(), `"partition"`) != 2 {
 		t.Fatalf("reset of partitions [1,0,1,1,0]: %d %s; want 200 with two partitions", w.Code, w.Body)
+	}
+}
+
+// TestAskPeerGroupIDsAndSilence: a peer is asked for the live state of groups "." and ".." too (legal
+// group ids, which an unescaped path turns into a redirect), and counts as silent, its other groups
+// then shown from Redis alone, only when it does not answer: a 404 for a group deleted meanwhile did
+// so for every group it coordinates.
+func TestAskPeerGroupIDsAndSilence(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	peer, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
+	srv := httptest.NewServer(peer.adminHandler())
+	defer srv.Close()
+	for _, group := range []string{".", ".."} {
+		join := kmsg.NewPtrJoinGroupRequest()
+		join.Version, join.Group, join.ProtocolType = 3, group, "consumer"
+		join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10_000, 10_000
+		jp := kmsg.NewJoinGroupRequestProtocol()
+		jp.Name = "range"
+		join.Protocols = append(join.Protocols, jp)
+		if r, err := fetchConn(t, peer).joinGroup(ctx, join); err != nil || r.(*kmsg.JoinGroupResponse).ErrorCode != 0 {
+			t.Fatalf("join %q: %v %+v", group, err, r)
+		}
+	}
+	asker := New(Config{NodeID: 7}, store, zerolog.Nop())
+	n := gatewayNode{ID: peer.cfg.NodeID, Admin: srv.Listener.Addr().String()}
+	for _, group := range []string{".", ".."} {
+		if d, ok, _ := asker.askPeerAnswered(ctx, n, group); !ok || len(d.Members) != 1 {
+			t.Errorf("group %q: ok %v, %+v; want its one member", group, ok, d)
+		}
+	}
+	if _, ok, answered := asker.askPeerAnswered(ctx, n, "no-such-group"); ok || !answered {
+		t.Errorf("unknown group: ok %v answered %v; want a peer that answered without it", ok, answered)
+	}
+	srv.Close()
+	if _, ok, answered := asker.askPeerAnswered(ctx, n, "."); ok || answered {
+		t.Errorf("closed peer: ok %v answered %v; want silent", ok, answered)
 	}
 }
