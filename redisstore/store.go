@@ -178,6 +178,15 @@ func (s *Store) reprobe() {
 // Embedded reports whether the store keeps its data in process memory.
 func (s *Store) Embedded() bool { return s.embedded != nil }
 
+// EmbeddedAddr is the loopback address the embedded store answers on ("" when Redis is configured), for
+// redis-cli to look at the records as Redis-native applications see them.
+func (s *Store) EmbeddedAddr() string {
+	if s.embedded == nil {
+		return ""
+	}
+	return s.embedded.Addr()
+}
+
 // Namespace returns the key prefix.
 func (s *Store) Namespace() string { return s.opts.Namespace }
 

@@ -50,7 +50,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 	}
 	defer store.Close()
 	if store.Embedded() {
-		log.Warn().Msg("NO REDIS CONFIGURED: using the embedded in-process store; every record is lost when kgate stops (set redis.addrs / KGATE_REDIS_ADDRS)")
+		log.Warn().Str("embedded_redis", store.EmbeddedAddr()).Msg("NO REDIS CONFIGURED: using the embedded in-process store; every record is lost when kgate stops (set redis.addrs / KGATE_REDIS_ADDRS)")
 	}
 	if evicting := store.EvictingMasters(ctx); len(evicting) > 0 {
 		log.Warn().Strs("masters", evicting).Msg("Redis may evict keys when full (maxmemory-policy is not noeviction): evicted keys are records and commits lost without an error; set maxmemory-policy noeviction")
@@ -95,10 +95,16 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		ev = ev.Str("admin", a.String())
 	}
 	ev.Msg("kgate serving")
-	context.AfterFunc(ctx, func() {
+	logged := make(chan struct{})
+	stopLogging := context.AfterFunc(ctx, func() {
 		log.Info().Msg("shutting down: answering the requests read, then closing (a second signal ends at once)")
+		close(logged)
 	})
-	if err := g.Serve(ctx); err != nil {
+	err = g.Serve(ctx)
+	if !stopLogging() {
+		<-logged // the shutdown line, once begun, comes before the last
+	}
+	if err != nil {
 		return err
 	}
 	log.Info().Msg("kgate stopped")
