@@ -28,6 +28,10 @@ const adminHandlerWait = 2 * time.Second
 // generous, as a list with lag over many groups can take a while, but an answer nobody reads ends.
 const adminWriteTimeout = 5 * time.Minute
 
+// adminIdleTimeout closes an admin connection kept alive with no request for this long (a scraper
+// comes back every few seconds to a minute).
+const adminIdleTimeout = 2 * time.Minute
+
 func (g *Gateway) listenAdmin() error {
 	ln, err := net.Listen("tcp", g.cfg.AdminListen)
 	if err != nil {
@@ -39,6 +43,9 @@ func (g *Gateway) listenAdmin() error {
 		ReadHeaderTimeout: 5 * time.Second,
 		// A client that stops reading an answer does not keep its handler (and what it holds) for good.
 		WriteTimeout: adminWriteTimeout,
+		// Nor does a keep-alive connection no request comes on: a file descriptor the Kafka listener
+		// shares.
+		IdleTimeout: adminIdleTimeout,
 		// Handlers' requests end with the gateway's, not only when their client goes away.
 		BaseContext: func(net.Listener) context.Context { return g.bgCtx },
 	}
