@@ -149,6 +149,15 @@ type groupSummary struct {
 
 func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if r.URL.Query().Get("scope") == liveScope {
+		// A peer's question (askPeersLive): the names of the groups this gateway holds in memory.
+		names := []string{}
+		for _, info := range g.coord.List(ctx) {
+			names = append(names, info.Group)
+		}
+		writeJSON(w, http.StatusOK, names)
+		return
+	}
 	names, err := g.store.Groups(ctx)
 	if err != nil {
 		storeError(w, err)
@@ -165,6 +174,11 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	for n := range live {
 		set[n] = true
 	}
+	var silent sync.Map // node ids of peers that did not answer
+	heldBy := g.askPeersLive(ctx, &silent)
+	for n := range heldBy {
+		set[n] = true // may have joined on a peer with nothing committed yet: then in Redis nowhere
+	}
 	list := make([]string, 0, len(set))
 	for name := range set {
 		list = append(list, name)
@@ -174,8 +188,7 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	// and never answers cost a second per group it coordinates.
 	out := make([]groupSummary, len(list))
 	errs := make([]error, len(list))
-	var silent sync.Map // node ids of peers that did not answer
-	eachAtOnce(len(list), groupWorkers, func(i int) { out[i], errs[i] = g.groupSummary(ctx, list[i], live, &silent) })
+	eachAtOnce(len(list), groupWorkers, func(i int) { out[i], errs[i] = g.groupSummary(ctx, list[i], live, heldBy, &silent) })
 	for _, err := range errs {
 		if err != nil {
 			storeError(w, err) // a lag of 0 would look caught up
@@ -184,6 +197,50 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	writeJSON(w, http.StatusOK, out)
+}
+
+// liveScope asks GET /api/v1/groups for the names of the groups a gateway holds in memory alone.
+const liveScope = "live"
+
+// askPeersLive asks every live peer with an admin API, at once, for the groups it holds in memory,
+// waiting a second at most, and returns them with the peer holding each; a peer that does not answer
+// joins silent.
+func (g *Gateway) askPeersLive(ctx context.Context, silent *sync.Map) map[string]gatewayNode {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		heldBy = map[string]gatewayNode{}
+		wg     sync.WaitGroup
+	)
+	for _, n := range g.nodes.alive() {
+		if n.ID == g.cfg.NodeID || n.Admin == "" {
+			continue
+		}
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/api/v1/groups?scope="+liveScope, nil)
+			if err != nil {
+				return
+			}
+			req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				silent.Store(n.ID, true)
+				return
+			}
+			defer resp.Body.Close()
+			var got []string
+			if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, maxForwardedAnswer)).Decode(&got) == nil {
+				mu.Lock()
+				for _, name := range got {
+					heldBy[name] = n
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return heldBy
 }
 
 // groupWorkers is how many groups GET /api/v1/groups and a metrics scrape read at once.
@@ -208,12 +265,18 @@ func eachAtOnce(n, workers int, fn func(i int)) {
 }
 
 // groupSummary is one group's line in GET /api/v1/groups: its live state from this gateway's memory
-// (live) or its coordinating peer (unless that peer is in silent, which it joins when it does not
-// answer), and its total lag.
-func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo, silent *sync.Map) (groupSummary, error) {
+// (live) or the peer holding it (heldBy; else its coordinator), unless that peer is in silent, which
+// it joins when it does not answer; and its total lag.
+func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo, heldBy map[string]gatewayNode, silent *sync.Map) (groupSummary, error) {
 	gs := groupSummary{Group: name, State: "Empty", Source: "redis"}
 	if c, ok := g.nodes.coordinatorFor(name); ok {
 		gs.Coordinator = c.ID
+	}
+	peer, asked := g.groupPeer(name)
+	if n, ok := heldBy[name]; ok {
+		// The peer that said it holds the group: this gateway's view may not name a coordinator for
+		// it yet (the gateway set changed a moment ago), or not the same one.
+		peer, asked, gs.Coordinator = n, true, n.ID
 	}
 	if info, ok := live[name]; ok {
 		// List leaves Members out; Describe has them (unless the group went away meanwhile).
@@ -221,7 +284,7 @@ func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string
 		if d, ok := g.coord.Describe(ctx, name); ok {
 			gs.State, gs.Members = d.State, len(d.Members)
 		}
-	} else if n, ok := g.groupPeer(name); ok {
+	} else if n, ok := peer, asked; ok {
 		if _, skip := silent.Load(n.ID); !skip {
 			remote, ok, answered := g.askPeerAnswered(ctx, n, name)
 			switch {
@@ -856,8 +919,14 @@ func (g *Gateway) apiCluster(w http.ResponseWriter, r *http.Request) {
 	for _, gi := range g.coord.List(ctx) {
 		groups = append(groups, gi.Group)
 	}
+	var silent sync.Map
+	heldBy := g.askPeersLive(ctx, &silent) // may be live on a peer with nothing committed yet
 	counted := map[string]bool{}
 	perNode := map[int32]int{}
+	for name, n := range heldBy {
+		counted[name] = true
+		perNode[n.ID]++
+	}
 	for _, name := range groups {
 		if counted[name] {
 			continue

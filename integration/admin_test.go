@@ -759,6 +759,20 @@ func TestAdminClusterTwoGateways(t *testing.T) {
 		admProduce(t, ctx, admProducer(t, g0), topic, 0, 4, nil)
 		c := admConsumer(t, g0, group, topic) // bootstraps on 0, FindCoordinator sends it to 1
 		got := admPoll(t, ctx, c, map[string]int{topic: 4})
+		// Live on gateway 1 with nothing committed yet, the group is in Redis nowhere: gateway 0 lists it
+		// from gateway 1's memory.
+		var early []admGroupSummary
+		admJSON(t, http.MethodGet, g0.AdminURL+"/api/v1/groups", nil, http.StatusOK, &early)
+		if len(early) != 1 || early[0].Group != group || early[0].Members != 1 || early[0].Source != "coordinator" {
+			t.Fatalf("group list on gateway 0 before any commit: %+v, want %s with its member", early, group)
+		}
+		var cv admClusterView
+		admJSON(t, http.MethodGet, g0.AdminURL+"/api/v1/cluster", nil, http.StatusOK, &cv)
+		for _, gw := range cv.Gateways {
+			if gw.NodeID == 1 && gw.CoordinatedGroups != 1 {
+				t.Fatalf("groups coordinated by node 1 before any commit, seen by node 0: %d, want 1", gw.CoordinatedGroups)
+			}
+		}
 		admCommit(t, ctx, c, got[topic][0])
 
 		d1 := admWaitState(t, g1, group, "Stable")
