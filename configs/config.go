@@ -233,6 +233,12 @@ func (c Config) Validate() error {
 	if c.Redis.WaitAOF && len(c.Redis.Addrs) == 0 {
 		add(keyErr("redis.wait_aof", "requires redis.addrs (the embedded store has no AOF)"))
 	}
+	if c.Redis.Username != "" && len(c.Redis.Addrs) == 0 {
+		add(keyErr("redis.username", "requires redis.addrs (the embedded store has no users)"))
+	}
+	if c.Redis.Password != "" && len(c.Redis.Addrs) == 0 {
+		add(keyErr("redis.password", "requires redis.addrs (the embedded store has no password)"))
+	}
 	positive("redis.wait_timeout", c.Redis.WaitTimeout)
 	// An acks=-1 append runs its script, then WAIT and WAITAOF, each blocking up to wait_timeout, all
 	// within one command_timeout: waits that can fill it time the produce out instead of answering

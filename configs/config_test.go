@@ -45,6 +45,10 @@ func TestValidate(t *testing.T) {
 		{"listen any port", func(c *Config) { c.Kafka.Listen = ":0" }, "", ""},
 		{"listen ipv6", func(c *Config) { c.Kafka.Listen = "[::]:9092" }, "", ""},
 		{"one redis", func(c *Config) { c.Redis.Addrs = []string{"redis:6379"} }, "", ""},
+		{"redis credentials", func(c *Config) {
+			c.Redis.Addrs = []string{"redis:6379"}
+			c.Redis.Username, c.Redis.Password = "kgate", "secret"
+		}, "", ""},
 		{"cluster seeds", func(c *Config) {
 			c.Redis.Cluster = true
 			c.Redis.Addrs = []string{"a:7000", "b:7001", "c:7002"}
@@ -97,6 +101,8 @@ func TestValidate(t *testing.T) {
 		{"wait replicas negative", func(c *Config) { c.Redis.WaitReplicas = -1 }, "redis.wait_replicas", ">= 0"},
 		{"wait replicas embedded", func(c *Config) { c.Redis.WaitReplicas = 1 }, "redis.wait_replicas", "embedded"},
 		{"wait aof embedded", func(c *Config) { c.Redis.WaitAOF = true }, "redis.wait_aof", "embedded"},
+		{"username embedded", func(c *Config) { c.Redis.Username = "kgate" }, "redis.username", "requires redis.addrs"},
+		{"password embedded", func(c *Config) { c.Redis.Password = "secret" }, "redis.password", "requires redis.addrs"},
 		{"wait timeout", func(c *Config) { c.Redis.WaitTimeout = 0 }, "redis.wait_timeout", "> 0"},
 		{"wait timeout fills command timeout", func(c *Config) {
 			c.Redis.Addrs = []string{"redis:6379"}

@@ -9,7 +9,9 @@
 //  2. The YAML file named by --config, or by KGATE_CONFIG when the flag is
 //     absent; no file if both are empty. Unknown keys are errors, and so is
 //     a number or bool where a string is expected (password: 0123 would read
-//     as 83): quote it.
+//     as 83): quote it. So are a bool where an integer is expected, a number
+//     where a bool is, and a key with no value (idle_timeout: alone would read
+//     as 0, never); a section with no keys (kafka: alone) sets nothing.
 //  3. KGATE_* environment variables. The key's dots and underscores both
 //     become '_' and the name is upper-cased: kafka.max_frame_bytes is
 //     KGATE_KAFKA_MAX_FRAME_BYTES. Reading back, only the first '_' after
@@ -17,8 +19,9 @@
 //     known section (KGATE_KAFKA_*) must name a known key; others, such as
 //     KGATE_TEST_*, are ignored. So are the variables of Kubernetes service
 //     links (a Service kgate-redis sets KGATE_REDIS_SERVICE_HOST,
-//     KGATE_REDIS_PORT=tcp://... and more). An empty value is a value:
-//     KGATE_ADMIN_LISTEN= disables the admin API.
+//     KGATE_REDIS_PORT=tcp://... and more). An empty value is a value for a
+//     string or list key: KGATE_ADMIN_LISTEN= disables the admin API. For
+//     any other key it is an error, not false or 0.
 //  4. Flags, spelled as the keys: --kafka.listen 127.0.0.1:9092. Only flags
 //     actually given override; their defaults, shown by --help, come from
 //     Default(). -h/--help prints usage and makes Load return ErrHelp.
@@ -26,7 +29,9 @@
 // Lists (redis.addrs, cluster.peers) are YAML lists or comma-separated
 // strings; items are trimmed and empty items dropped. Durations take units
 // ("3s", "500ms"); a bare number other than 0 is refused rather than read as
-// nanoseconds. Integers that do not fit their field are refused.
+// nanoseconds. Integers are plain base 10, optionally signed, from every
+// layer: 010, 0x10, 1_0 and 1e1 are refused rather than read as 8, 16 or 10.
+// Integers that do not fit their field are refused.
 //
 // # Validation
 //

@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 const (
@@ -156,10 +158,16 @@ func Load(args []string, environ []string) (Config, error) {
 			if !ok {
 				return "", nil
 			}
-			if _, known := fieldByKey[key]; !known {
+			f, known := fieldByKey[key]
+			if !known {
 				if !serviceLink(name, val) {
 					envErrs = append(envErrs, fmt.Errorf("configs: %s: unknown key %q", name, key))
 				}
+				return "", nil
+			}
+			// Weak typing reads "" as false or 0; only text and lists have an empty value.
+			if val == "" && f.typ.Kind() != reflect.String && f.typ.Kind() != reflect.Slice {
+				envErrs = append(envErrs, keyErr(key, "%s is empty: give a value or unset it", name))
 				return "", nil
 			}
 			return key, val
@@ -213,12 +221,8 @@ func newFlagSet() *pflag.FlagSet {
 			fs.String(f.key, v.String(), f.help)
 		case f.typ.Kind() == reflect.Bool:
 			fs.Bool(f.key, v.Bool(), f.help)
-		case f.typ.Kind() == reflect.Int:
-			fs.Int(f.key, int(v.Int()), f.help)
-		case f.typ.Kind() == reflect.Int32:
-			fs.Int32(f.key, int32(v.Int()), f.help)
-		case f.typ.Kind() == reflect.Int64:
-			fs.Int64(f.key, v.Int(), f.help)
+		case isInteger(f.typ):
+			fs.Var(&intFlag{n: v.Int(), typ: f.typ}, f.key, f.help)
 		case f.typ == reflect.TypeFor[[]string]():
 			fs.StringSlice(f.key, v.Interface().([]string), f.help)
 		default:
@@ -228,6 +232,28 @@ func newFlagSet() *pflag.FlagSet {
 	fs.BoolP("help", "h", false, "print this help and exit")
 	return fs
 }
+
+// intFlag is an integer flag that, like the file and the environment, takes
+// plain base 10 only: pflag's own integer flags read --node.id 010 as 8.
+type intFlag struct {
+	n   int64
+	typ reflect.Type
+}
+
+func (v *intFlag) Set(s string) error {
+	n, err := parseInteger(s, v.typ)
+	if err != nil {
+		return err
+	}
+	v.n = n
+	return nil
+}
+
+// String is also what posflag re-parses, with base 0: it must stay canonical.
+func (v *intFlag) String() string { return strconv.FormatInt(v.n, 10) }
+
+// Type names the flag's type in --help as pflag's own flags do: int, int32.
+func (v *intFlag) Type() string { return v.typ.Kind().String() }
 
 func writeUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: kgate [flags]
@@ -288,10 +314,11 @@ func lookupEnv(environ []string, name string) string {
 
 // readFile parses the YAML file at path and returns its known keys as a flat
 // map; an unknown key is an error naming it. A section left empty (every key
-// commented out) is allowed and sets nothing.
+// commented out) is allowed and sets nothing; a key left empty is refused.
 func readFile(path string) (map[string]any, error) {
 	fk := koanf.New(".")
-	if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+	parser := &numberParser{}
+	if err := fk.Load(file.Provider(path), parser); err != nil {
 		return nil, fmt.Errorf("configs: read %s: %w", path, err)
 	}
 	layer := make(map[string]any)
@@ -301,6 +328,9 @@ func readFile(path string) (map[string]any, error) {
 			if err := checkScalar(path, f, val); err != nil {
 				errs = append(errs, err)
 				continue
+			}
+			if text, ok := parser.numbers[key]; ok && isInteger(f.typ) {
+				val = text // for intHook to read in base 10, as it reads the environment
 			}
 			layer[key] = val
 			continue
@@ -316,14 +346,58 @@ func readFile(path string) (map[string]any, error) {
 	return layer, nil
 }
 
-// checkScalar refuses a number or bool for a string-typed key. YAML reads an
-// unquoted 0123 as 83, 0x1F as 31, 1e3 as 1000 and true as a bool, and weak
-// typing would then store "83", "31", "1000" or "1": not the text written,
-// and not what the same text in a KGATE_* variable gives. The message leaves
-// the value out, as the key may be redis.password.
+// numberParser is koanf's YAML parser that also keeps the text of each number
+// given to a key, which the parsed value hides: YAML reads 010 and 0o10 as 8,
+// 0x10 as 16, and 1_0 and 1e1 as 10.
+type numberParser struct {
+	yaml.YAML
+	numbers map[string]string // "node.id" -> "010"
+}
+
+func (p *numberParser) Unmarshal(b []byte) (map[string]any, error) {
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(b, &doc); err == nil && len(doc.Content) > 0 {
+		p.numbers = numberLiterals(doc.Content[0])
+	}
+	return p.YAML.Unmarshal(b)
+}
+
+// numberLiterals maps section.key to the text of each number under root.
+func numberLiterals(root *yamlv3.Node) map[string]string {
+	out := make(map[string]string)
+	if root.Kind != yamlv3.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		sec := root.Content[i+1]
+		if sec.Kind != yamlv3.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(sec.Content); j += 2 {
+			v := sec.Content[j+1]
+			if v.Kind == yamlv3.AliasNode {
+				v = v.Alias
+			}
+			if v.Kind == yamlv3.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!float") {
+				out[root.Content[i].Value+"."+sec.Content[j].Value] = v.Value
+			}
+		}
+	}
+	return out
+}
+
+// checkScalar refuses a YAML value that weak typing would turn into something
+// not written. A key with no value is YAML null, which would decode to the
+// zero value (idle_timeout: alone would mean never). A string key refuses a
+// number or bool: YAML reads an unquoted 0123 as 83, 0x1F as 31, 1e3 as 1000
+// and true as a bool, and weak typing would then store "83", "31", "1000" or
+// "1": not the text written, and not what the same text in a KGATE_*
+// variable gives. Likewise an integer key refuses a bool (true as 1) and a
+// bool key a number (0 as false). The message leaves the value out, as the
+// key may be redis.password.
 func checkScalar(path string, f field, val any) error {
-	if f.typ.Kind() != reflect.String {
-		return nil
+	if val == nil {
+		return keyErr(f.key, "no value: give one or remove the key in %s", path)
 	}
 	var kind string
 	switch val.(type) {
@@ -334,7 +408,15 @@ func checkScalar(path string, f field, val any) error {
 	default:
 		return nil
 	}
-	return keyErr(f.key, "YAML reads the unquoted value as a %s, not a string: quote it in %s", kind, path)
+	switch {
+	case f.typ.Kind() == reflect.String:
+		return keyErr(f.key, "YAML reads the unquoted value as a %s, not a string: quote it in %s", kind, path)
+	case f.typ.Kind() == reflect.Bool && kind == "number":
+		return keyErr(f.key, "YAML reads the value as a number, not a bool: write true or false in %s", path)
+	case isInteger(f.typ) && kind == "bool":
+		return keyErr(f.key, "YAML reads the value as a bool, not an integer: write a number in %s", path)
+	}
+	return nil
 }
 
 func isEmpty(v any) bool {
@@ -346,8 +428,9 @@ func isEmpty(v any) bool {
 }
 
 // decode unmarshals the merged layers into c. Strings from the environment
-// are weakly typed ("9092" -> int, "true" -> bool), durations take units
-// ("3s") and lists are comma-separated. Each failure is a *KeyError.
+// are weakly typed ("true" -> bool), integers are base 10 ("9092"),
+// durations take units ("3s") and lists are comma-separated. Each failure is
+// a *KeyError.
 func decode(ko *koanf.Koanf, c *Config) error {
 	err := ko.UnmarshalWithConf("", c, koanf.UnmarshalConf{
 		Tag: "koanf",
@@ -355,7 +438,7 @@ func decode(ko *koanf.Koanf, c *Config) error {
 			DecodeHook: mapstructure.ComposeDecodeHookFunc(
 				durationHook,
 				mapstructure.StringToSliceHookFunc(","),
-				intRangeHook,
+				intHook,
 			),
 			WeaklyTypedInput: true,
 			ErrorUnused:      true,
@@ -424,20 +507,19 @@ func durationHook(f, t reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
-// intRangeHook refuses a number that does not fit the target integer type
-// instead of letting it wrap (node.id: 4294967296 would become 0).
-func intRangeHook(f, t reflect.Type, data any) (any, error) {
-	if t == durationType {
-		return data, nil
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-	default:
+// intHook reads an integer key. Text (a KGATE_* variable, a quoted or
+// numeric YAML value) goes through parseInteger, as weak typing would parse
+// it with base 0. A number that does not fit the target type is refused
+// instead of wrapping (node.id: 4294967296 would become 0).
+func intHook(f, t reflect.Type, data any) (any, error) {
+	if !isInteger(t) {
 		return data, nil
 	}
 	v := reflect.ValueOf(data)
 	var n int64
 	switch f.Kind() {
+	case reflect.String:
+		return parseInteger(v.String(), t)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n = v.Int()
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
@@ -458,6 +540,33 @@ func intRangeHook(f, t reflect.Type, data any) (any, error) {
 		return nil, fmt.Errorf("%v is out of range for %s", data, t)
 	}
 	return data, nil
+}
+
+// plainInteger is an optionally signed base-10 integer without leading
+// zeros, which some readers take as octal.
+var plainInteger = regexp.MustCompile(`^[+-]?(0|[1-9][0-9]*)$`)
+
+// parseInteger reads s as an integer of type t. Only plain base 10 is
+// accepted from every source: Go's base 0, used by weak typing and by
+// pflag, reads 010 as 8, 0x10 as 16 and 1_0 as 10.
+func parseInteger(s string, t reflect.Type) (int64, error) {
+	if !plainInteger.MatchString(s) {
+		return 0, fmt.Errorf("%q is not an integer in plain base 10, such as 10 or -1", s)
+	}
+	n, err := strconv.ParseInt(s, 10, t.Bits())
+	if err != nil {
+		return 0, fmt.Errorf("%s is out of range for %s", s, t)
+	}
+	return n, nil
+}
+
+// isInteger reports whether t is an integer key's type; a duration is not.
+func isInteger(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return t != durationType
+	}
+	return false
 }
 
 // normalizeLists trims spaces around list items and drops empty ones, so

@@ -186,13 +186,29 @@ log:
 		},
 		{
 			name: "quoted yaml strings keep their text",
-			yaml: "redis:\n  password: \"0123\"\n  namespace: '007'\n  username: \"true\"\n",
-			want: func(c *Config) { c.Redis.Password = "0123"; c.Redis.Namespace = "007"; c.Redis.Username = "true" },
+			yaml: "redis:\n  addrs: [r1:6379]\n  password: \"0123\"\n  namespace: '007'\n  username: \"true\"\n",
+			want: func(c *Config) {
+				c.Redis.Addrs = []string{"r1:6379"}
+				c.Redis.Password, c.Redis.Namespace, c.Redis.Username = "0123", "007", "true"
+			},
 		},
 		{
 			name: "env strings keep their text",
-			env:  []string{"KGATE_REDIS_PASSWORD=0x1F", "KGATE_REDIS_NAMESPACE=007", "KGATE_REDIS_USERNAME=1e3"},
-			want: func(c *Config) { c.Redis.Password = "0x1F"; c.Redis.Namespace = "007"; c.Redis.Username = "1e3" },
+			env:  []string{"KGATE_REDIS_ADDRS=r1:6379", "KGATE_REDIS_PASSWORD=0x1F", "KGATE_REDIS_NAMESPACE=007", "KGATE_REDIS_USERNAME=1e3"},
+			want: func(c *Config) {
+				c.Redis.Addrs = []string{"r1:6379"}
+				c.Redis.Password, c.Redis.Namespace, c.Redis.Username = "0x1F", "007", "1e3"
+			},
+		},
+		{
+			name: "plain integers from each layer",
+			yaml: "node:\n  id: 10\nmetrics:\n  lag_max_series: \"20\"\n",
+			env:  []string{"KGATE_KAFKA_MAX_CONNECTIONS=+5", "KGATE_REDIS_POOL_SIZE=0"},
+			args: []string{"--topics.partitions", "12", "--kafka.tail_cache_bytes=0"},
+			want: func(c *Config) {
+				c.Node.ID, c.Metrics.LagMaxSeries, c.Kafka.MaxConnections = 10, 20, 5
+				c.Topics.Partitions, c.Kafka.TailCacheBytes = 12, 0
+			},
 		},
 		{
 			name: "unrelated variables ignored",
@@ -288,6 +304,29 @@ func TestLoadErrors(t *testing.T) {
 		{name: "yaml bool string", yaml: "redis:\n  username: true\n", wantKey: "redis.username", wantMsg: "as a bool"},
 		{name: "yaml number namespace", yaml: "redis:\n  namespace: 007\n", wantKey: "redis.namespace", wantMsg: "as a number"},
 		{name: "yaml number listen", yaml: "kafka:\n  listen: 9092\n", wantKey: "kafka.listen", wantMsg: "kgate.yaml"},
+		// YAML reads a key with no value as null, which decoded to the zero value over the default.
+		{name: "yaml duration without value", yaml: "kafka:\n  idle_timeout:\n", wantKey: "kafka.idle_timeout", wantMsg: "no value: give one or remove the key"},
+		{name: "yaml bool without value", yaml: "topics:\n  autocreate:\n", wantKey: "topics.autocreate", wantMsg: "no value"},
+		{name: "yaml int without value", yaml: "node:\n  id: ~\n", wantKey: "node.id", wantMsg: "no value"},
+		{name: "yaml string without value", yaml: "admin:\n  listen: null\n", wantKey: "admin.listen", wantMsg: "no value"},
+		// Weak typing read an empty variable as false or 0.
+		{name: "empty bool from env", env: []string{"KGATE_TOPICS_AUTOCREATE="}, wantKey: "topics.autocreate", wantMsg: "KGATE_TOPICS_AUTOCREATE is empty"},
+		{name: "empty int from env", env: []string{"KGATE_NODE_ID="}, wantKey: "node.id", wantMsg: "KGATE_NODE_ID is empty"},
+		{name: "empty int64 from env", env: []string{"KGATE_KAFKA_TAIL_CACHE_BYTES="}, wantKey: "kafka.tail_cache_bytes", wantMsg: "KGATE_KAFKA_TAIL_CACHE_BYTES is empty"},
+		{name: "empty duration from env", env: []string{"KGATE_LOG_SLOW_REQUEST="}, wantKey: "log.slow_request", wantMsg: "KGATE_LOG_SLOW_REQUEST is empty"},
+		// Base 0 read these as 8, 16 and 10; YAML reads its numbers the same way.
+		{name: "octal int from env", env: []string{"KGATE_NODE_ID=010"}, wantKey: "node.id", wantMsg: `"010" is not an integer in plain base 10`},
+		{name: "hex int from env", env: []string{"KGATE_NODE_ID=0x10"}, wantKey: "node.id", wantMsg: `"0x10"`},
+		{name: "underscored int from env", env: []string{"KGATE_KAFKA_MAX_FRAME_BYTES=2_097_152"}, wantKey: "kafka.max_frame_bytes", wantMsg: `"2_097_152"`},
+		{name: "octal int flag", args: []string{"--node.id", "010"}, wantMsg: `"010" for "--node.id"`},
+		{name: "hex int64 flag", args: []string{"--topics.retention_ms=0x10"}, wantMsg: `"0x10" for "--topics.retention_ms"`},
+		{name: "yaml octal int", yaml: "node:\n  id: 010\n", wantKey: "node.id", wantMsg: `"010"`},
+		{name: "yaml 0o octal int", yaml: "node:\n  id: 0o10\n", wantKey: "node.id", wantMsg: `"0o10"`},
+		{name: "yaml hex int", yaml: "redis:\n  db: 0x1\n", wantKey: "redis.db", wantMsg: `"0x1"`},
+		{name: "yaml underscored int", yaml: "kafka:\n  tail_cache_bytes: 1_000\n", wantKey: "kafka.tail_cache_bytes", wantMsg: `"1_000"`},
+		{name: "yaml exponent int", yaml: "topics:\n  partitions: 1e1\n", wantKey: "topics.partitions", wantMsg: `"1e1"`},
+		{name: "yaml bool int", yaml: "kafka:\n  max_connections: true\n", wantKey: "kafka.max_connections", wantMsg: "as a bool, not an integer"},
+		{name: "yaml number bool", yaml: "topics:\n  autocreate: 0\n", wantKey: "topics.autocreate", wantMsg: "as a number, not a bool"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,6 +370,7 @@ func TestLoadHelp(t *testing.T) {
 				`--kafka.listen string`, `(default "0.0.0.0:9092")`,
 				"--groups.max_session_timeout duration", "(default 30m0s)",
 				"--redis.addrs strings",
+				"--kafka.max_frame_bytes int32", "(default 104857600)",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("usage lacks %q:\n%s", want, out)
