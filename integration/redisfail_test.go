@@ -159,8 +159,8 @@ func TestRedisUnavailable(t *testing.T) {
 	}
 	ireq := kmsg.NewPtrInitProducerIDRequest()
 	ireq.ProducerID, ireq.ProducerEpoch = -1, -1
-	if ir := roundTrip[*kmsg.InitProducerIDResponse](c, 4, ireq); ir.ErrorCode != kerr.CoordinatorNotAvailable.Code {
-		t.Fatalf("InitProducerID with Redis stopped: error %d, want COORDINATOR_NOT_AVAILABLE", ir.ErrorCode)
+	if ir := roundTrip[*kmsg.InitProducerIDResponse](c, 4, ireq); ir.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("InitProducerID with Redis stopped: error %d, want COORDINATOR_LOAD_IN_PROGRESS", ir.ErrorCode)
 	}
 
 	c.apiVersionsOK()
