@@ -87,7 +87,9 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		return errs
 	}
 	pipe := s.rdb.Pipeline()
-	pipe.SAdd(ctx, s.keys.groups(), group)
+	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: a
+	// commit reported stored is indexed (a failed SADD fails the commit, which the client retries).
+	indexed := pipe.SAdd(ctx, s.keys.groups(), group)
 	cmds := make([]*redis.Cmd, len(commits))
 	for i, c := range commits {
 		if errs[i] == nil {
@@ -95,15 +97,28 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		}
 	}
 	_, _ = pipe.Exec(ctx)
+	// A master without the script (restarted, failed over, flushed) answers NOSCRIPT to each: they are
+	// sent again with the script's text, in one more round trip, not one per partition.
+	var again redis.Pipeliner
 	for i, c := range commits {
-		if cmds[i] == nil {
-			continue
+		if cmds[i] != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			if again == nil {
+				again = s.rdb.Pipeline()
+			}
+			cmds[i] = commitStreamScript.Eval(ctx, again, s.commitStreamKeys(c), group, c.Offset)
 		}
-		err := cmds[i].Err()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			err = commitStreamScript.Run(ctx, s.rdb, s.commitStreamKeys(c), group, c.Offset).Err()
+	}
+	if again != nil {
+		_, _ = again.Exec(ctx)
+	}
+	for i := range commits {
+		switch {
+		case cmds[i] == nil:
+		case indexed.Err() != nil:
+			errs[i] = indexed.Err()
+		default:
+			errs[i] = cmds[i].Err()
 		}
-		errs[i] = err
 	}
 	return errs
 }

@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,6 +352,82 @@ func TestCommitOffsetsCancelled(t *testing.T) {
 		}
 		if errs := s.CommitOffsets(t.Context(), "g", nil, time.Now()); len(errs) != 0 {
 			t.Fatalf("empty commit: %v", errs)
+		}
+	})
+}
+
+// TestCommitLargeOffsets: the Redis consumer group follows a commit of any offset Kafka allows, to
+// the digit: the commit script kept it as a Lua number, which rounded one above 2^53 and printed one
+// near 2^63 in exponent form; XGROUP refused that, and the script then destroyed the group, its
+// consumers and their pending entries, and failed the commit on every retry.
+func TestCommitLargeOffsets(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		const group = "large"
+		mustCreateTopic(t, s, "big", 1)
+		appendOne(t, s, "big", 0, plain("r", 3)...)
+		key := s.StreamKey("big", 0)
+		mustCommit(t, s, group, time.Now(), OffsetCommit{Topic: "big", Offset: 0})
+		if _, err := s.Client().XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "c", Streams: []string{key, ">"}, Count: 3}).Result(); err != nil {
+			t.Fatal(err)
+		}
+		for _, off := range []int64{1<<53 + 1, 99999999999999999, math.MaxInt64 - 1, math.MaxInt64} {
+			mustCommit(t, s, group, time.Now(), OffsetCommit{Topic: "big", Offset: off})
+			g, ok := redisGroup(t, s, "big", 0, group)
+			if !ok || g.LastDeliveredID != fmt.Sprintf("0-%d", off) {
+				t.Fatalf("group after a commit of %d: %+v (found %v)", off, g, ok)
+			}
+		}
+	})
+}
+
+// countingHook counts the commands sent one by one, outside any pipeline.
+type countingHook struct{ single atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.single.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestCommitAfterScriptFlush: a master that lost the commit script (restarted, failed over, flushed)
+// gets it again for every partition of a commit in one more pipeline, not a round trip per partition,
+// which made a large commit run out of its command timeout after a failover.
+func TestCommitAfterScriptFlush(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		const parts = 50
+		mustCreateTopic(t, s, "flushed", parts)
+		var commits []OffsetCommit
+		for p := range int32(parts) {
+			commits = append(commits, OffsetCommit{Topic: "flushed", Partition: p, Offset: 1})
+		}
+		mustCommit(t, s, "before", time.Now(), commits...) // the script is cached
+		flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
+		var err error
+		if cc, ok := s.Client().(*redis.ClusterClient); ok {
+			err = cc.ForEachMaster(ctx, flush)
+		} else {
+			err = flush(ctx, s.Client().(*redis.Client))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook := &countingHook{}
+		s.Client().AddHook(hook)
+		mustCommit(t, s, "after", time.Now(), commits...)
+		if n := hook.single.Load(); n > 0 {
+			t.Fatalf("a commit of %d partitions after the script was flushed sent %d commands one by one", parts, n)
+		}
+		for p := range int32(parts) {
+			if g, ok := redisGroup(t, s, "flushed", p, "after"); !ok || g.LastDeliveredID != "0-1" {
+				t.Fatalf("partition %d: group %+v (found %v)", p, g, ok)
+			}
 		}
 	})
 }

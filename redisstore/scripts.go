@@ -206,18 +206,29 @@ return start
 // entries-read and lag are unknown; without XGROUP SETID (the embedded store) the group is destroyed and
 // recreated at 0-N, which also drops its pending entries and consumers.
 var commitStreamScript = redis.NewScript(`
-local stream, group, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local stream, group, n = KEYS[1], ARGV[1], ARGV[2]
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
-local id = string.format('0-%d', n)
+-- The offset stays text: a Lua number (a double) would round one above 2^53 (0-9007199254740993
+-- would become ...992), and print one above 1e17 in exponent form, which XGROUP refuses.
+local id = '0-' .. n
 if not pcall(redis.call, 'XGROUP', 'CREATE', stream, group, id, 'MKSTREAM', 'ENTRIESREAD', n)
   and not pcall(redis.call, 'XGROUP', 'SETID', stream, group, id, 'ENTRIESREAD', n)
   and not pcall(redis.call, 'XGROUP', 'CREATE', stream, group, id, 'MKSTREAM')
   and not pcall(redis.call, 'XGROUP', 'SETID', stream, group, id) then
-  redis.call('XGROUP', 'DESTROY', stream, group)
-  redis.call('XGROUP', 'CREATE', stream, group, id)
+  -- No XGROUP SETID (the embedded store): the group goes and comes back at the offset. Only then:
+  -- an ID Redis refuses must not take the group, its consumers and their pending entries with it.
+  local ok, err = pcall(redis.call, 'XGROUP', 'SETID', stream, group, id)
+  if not ok then
+    local why = string.lower(tostring(err))
+    if not (string.find(why, 'unknown', 1, true) or string.find(why, 'not supported', 1, true)) then
+      return redis.error_reply(tostring(err))
+    end
+    redis.call('XGROUP', 'DESTROY', stream, group)
+    redis.call('XGROUP', 'CREATE', stream, group, id)
+  end
 end
 local acked = 0
-if n > 0 then
+if n ~= '0' then
   while true do
     local pend = redis.call('XPENDING', stream, group, '-', id, 1000)
     if #pend == 0 then break end
