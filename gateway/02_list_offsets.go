@@ -7,7 +7,9 @@ package gateway
 // of the record with the largest timestamp. Any other timestamp T answers the first offset whose
 // record timestamp is >= T, with Apache semantics when producer timestamps are not monotonic (a
 // per-partition time index of running-max timestamps in Redis), or offset -1 / timestamp -1 when no
-// record qualifies. v0 answers OldStyleOffsets.
+// record qualifies. v0 answers OldStyleOffsets. As on Apache, -3 below v7, -4 below v8 and any other
+// negative timestamp answer UNSUPPORTED_VERSION, and a partition listed more than once in a request
+// answers INVALID_REQUEST, every time it is listed.
 //
 // Deviations: isolation_level is ignored (no transactions: the last stable offset is the high
 // watermark); leader epochs are -1.
@@ -22,6 +24,7 @@ import (
 func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrListOffsetsResponse()
+	repeated := repeatedListOffsetsPartitions(req)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -39,6 +42,10 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 			switch {
 			case terr != nil:
 				sp.ErrorCode = errCode(terr)
+			case repeated[partKey{rt.Topic, rp.Partition}]:
+				sp.ErrorCode = kerr.InvalidRequest.Code
+			case rp.Timestamp == -3 && req.Version < 7, rp.Timestamp == -4 && req.Version < 8, rp.Timestamp < -4:
+				sp.ErrorCode = kerr.UnsupportedVersion.Code
 			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case rp.Timestamp == -1 || rp.Timestamp == -2 || rp.Timestamp == -4:
@@ -76,6 +83,33 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// repeatedListOffsetsPartitions is the partitions a ListOffsets request lists more than once (nil when
+// none).
+func repeatedListOffsetsPartitions(req *kmsg.ListOffsetsRequest) map[partKey]bool {
+	n := 0
+	for _, rt := range req.Topics {
+		n += len(rt.Partitions)
+	}
+	if n < 2 {
+		return nil
+	}
+	seen := make(map[partKey]bool, n)
+	var repeated map[partKey]bool
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			k := partKey{rt.Topic, rp.Partition}
+			if seen[k] {
+				if repeated == nil {
+					repeated = map[partKey]bool{}
+				}
+				repeated[k] = true
+			}
+			seen[k] = true
+		}
+	}
+	return repeated
 }
 
 func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int64, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
