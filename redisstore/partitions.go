@@ -191,6 +191,14 @@ func (s *Store) appendArgs(b *Batch) []any {
 // its offset are kept exactly, in its meta hash.
 const timeIndexStride = 512
 
+// maxIndexedTS is the largest timestamp the time index and the partition's maximum hold; a record's
+// larger one (past the year 287,000: nanoseconds sent as milliseconds, or garbage) counts as this. The
+// finish step compares and writes timestamps as Lua numbers, doubles, exact up to 2^53: one above
+// would be rounded, and one near 2^63 stored as -2^63, after which time lookups missed records and
+// retention deleted records still within retention.ms. Lookups still compare each record's own
+// timestamp; MaxTimestamp answers such a record's offset with this timestamp.
+const maxIndexedTS = 1<<53 - 1
+
 // eachTimeCandidate calls f for the records of b that may enter the partition's time index (or set its
 // maximum timestamp) if they raise its running maximum: of the records where the batch's running
 // maximum grows, the first, every one at least timeIndexStride records after the previous pick, and the
@@ -198,7 +206,7 @@ const timeIndexStride = 512
 func (b *Batch) eachTimeCandidate(f func(i int, ts int64)) {
 	maxTS, last, picked := int64(-1<<63), -1, -timeIndexStride
 	for i := range b.Records {
-		ts := b.recordTS(&b.Records[i])
+		ts := min(b.recordTS(&b.Records[i]), maxIndexedTS)
 		if ts <= maxTS {
 			continue
 		}
@@ -868,16 +876,19 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	key := s.keys.tindex(topic, partition)
+	// The index holds timestamps up to maxIndexedTS: a later target is looked up there, and the scan
+	// goes on to the first record at or after the target itself.
+	indexed := strconv.FormatInt(min(ts, maxIndexedTS), 10)
 	pipe := s.rdb.Pipeline()
-	atOrAbove := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: strconv.FormatInt(ts, 10), Stop: "+inf", ByScore: true, Count: 1})
-	below := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "(" + strconv.FormatInt(ts, 10), Stop: "-inf", ByScore: true, Rev: true, Count: 1})
+	atOrAbove := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: indexed, Stop: "+inf", ByScore: true, Count: 1})
+	below := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "(" + indexed, Stop: "-inf", ByScore: true, Rev: true, Count: 1})
 	top := pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
 	if zs := atOrAbove.Val(); len(zs) > 0 {
 		offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
-	} else if maxOff, maxTS, ok := metaMax(top.Val()); ok && maxTS >= ts {
+	} else if maxOff, maxTS, ok := metaMax(top.Val()); ok && maxTS >= min(ts, maxIndexedTS) {
 		offset = maxOff
 	} else {
 		return 0, 0, false, nil

@@ -1254,3 +1254,29 @@ func TestProducerStateExpires(t *testing.T) {
 		}
 	})
 }
+
+// TestHugeTimestamps: a record timestamp beyond what a Lua number holds exactly (2^53) counts as
+// 2^53-1 in the time index and the partition's maximum. Near 2^63 it was stored as -2^63: MaxTimestamp
+// named an earlier record and OffsetForTime found nothing where records qualified, which had
+// retention delete records still within retention.ms.
+func TestHugeTimestamps(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "huge", 2)
+		appendOne(t, s, "huge", 0, Record{Timestamp: 100}, Record{Timestamp: math.MaxInt64}, Record{Timestamp: 200})
+		if off, _, found, err := s.MaxTimestamp(ctx, "huge", 0); err != nil || !found || off != 1 {
+			t.Errorf("MaxTimestamp = offset %d, found %v, %v; want offset 1", off, found, err)
+		}
+		for _, target := range []int64{150, 1 << 60} {
+			if off, ts, found, err := s.OffsetForTime(ctx, "huge", 0, target); err != nil || !found || off != 1 || ts != math.MaxInt64 {
+				t.Errorf("OffsetForTime(%d) = %d, %d, %v, %v; want offset 1, its timestamp", target, off, ts, found, err)
+			}
+		}
+		// Nanoseconds sent as milliseconds: the larger of two such timestamps is the maximum, though
+		// their doubles are equal.
+		appendOne(t, s, "huge", 1, Record{Timestamp: 1_700_000_000_000_000_000}, Record{Timestamp: 1_700_000_000_000_000_100})
+		if off, _, found, err := s.OffsetForTime(ctx, "huge", 1, 1_700_000_000_000_000_001); err != nil || !found || off != 1 {
+			t.Errorf("OffsetForTime between two nanosecond timestamps = %d, %v, %v; want offset 1", off, found, err)
+		}
+	})
+}
