@@ -66,30 +66,31 @@ func (g *Gateway) describeGroup(ctx context.Context, group string) (info coordin
 }
 
 // groupWrites orders the writes of a group's committed offsets, as Apache does under its group lock:
-// commits (validated by the coordinator, then stored in several Redis round trips) run together, and
-// a deletion (DeleteGroups, OffsetDelete) runs alone, between its check of the group and the end of
-// its Redis writes. Interleaved, a commit's Redis consumer group outlived the deletion of the group's
-// offsets, or a deleted group's offsets came back after its check. Groups share a fixed set of
-// stripes, so the guard takes no memory per group.
+// a commit (validated by the coordinator, then stored in two Redis round trips: the offsets, then the
+// Redis consumer groups) or a deletion (DeleteGroups, OffsetDelete, from its check of the group to the
+// end of its Redis writes) runs alone. Interleaved, two commits of a partition could leave its Redis
+// consumer group at the older offset and the committed offset at the newer, a commit's Redis consumer
+// group outlived the deletion of the group's offsets, or a deleted group's offsets came back after
+// its check. Groups share a fixed set of stripes, so the guard takes no memory per group.
 type groupWrites struct {
 	seed    maphash.Seed
-	stripes [64]sync.RWMutex
+	stripes [256]sync.Mutex
 }
 
 func newGroupWrites() *groupWrites { return &groupWrites{seed: maphash.MakeSeed()} }
 
-func (w *groupWrites) of(group string) *sync.RWMutex {
+func (w *groupWrites) of(group string) *sync.Mutex {
 	return &w.stripes[maphash.String(w.seed, group)%uint64(len(w.stripes))]
 }
 
 // commit holds group's writes for a commit; the returned function releases them.
 func (w *groupWrites) commit(group string) func() {
 	l := w.of(group)
-	l.RLock()
-	return l.RUnlock
+	l.Lock()
+	return l.Unlock
 }
 
-// delete holds group's writes for a deletion, excluding commits and other deletions.
+// delete holds group's writes for a deletion.
 func (w *groupWrites) delete(group string) func() {
 	l := w.of(group)
 	l.Lock()
