@@ -87,13 +87,18 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 	}
 	if len(commits) > 0 {
 		errs := g.store.CommitOffsets(ctx, req.Group, commits, time.Now())
+		stored := 0
 		for i, err := range errs {
 			if err != nil {
 				resp.Topics[slots[i].t].Partitions[slots[i].p].ErrorCode = groupErrCode(err)
 				c.log.Warn().Err(err).Str("group", req.Group).Msg("offset commit failed")
+				continue
 			}
+			stored++
 		}
-		offsetsCommitted(req.Group, len(commits))
+		if stored > 0 {
+			offsetsCommitted(req.Group, stored)
+		}
 	}
 	return resp, nil
 }

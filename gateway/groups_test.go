@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -514,5 +515,34 @@ func TestConcurrentCommitsKeepRedisGroupInStep(t *testing.T) {
 	}
 	if apart > 0 {
 		t.Fatalf("the Redis consumer group ended away from the committed offset after %d of 200 pairs of commits", apart)
+	}
+}
+
+// TestFailedCommitNotCounted: kgate_offset_commits_total counts the partitions stored, not those a
+// Redis failure kept out.
+func TestFailedCommitNotCounted(t *testing.T) {
+	ctx := t.Context()
+	m := startMiniredis(t)
+	store := openStoreAt(t, m.Addr(), redisstore.Options{CommandTimeout: 300 * time.Millisecond})
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "nc", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	holdTopicView(t, ctx, g)
+	m.Close()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation = 8, "not-counted", -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "nc"
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Offset = 1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := fetchConn(t, g).offsetCommit(ctx, req)
+	if err != nil || resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode == 0 {
+		t.Fatalf("commit with Redis gone: %v %+v", err, resp)
+	}
+	if v := testutil.ToFloat64(mCommits.WithLabelValues("not-counted")); v != 0 {
+		t.Fatalf("commits counted for a commit Redis refused: %v", v)
 	}
 }
