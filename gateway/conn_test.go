@@ -192,12 +192,17 @@ func produceFrames(t *testing.T, n int) []byte {
 
 // produceFrame is a v9 acks=-1 Produce of one record to partition 0 of "appender".
 func produceFrame(t *testing.T, corr int32) []byte {
+	return produceFrameOf(t, corr, []byte("v"))
+}
+
+// produceFrameOf is produceFrame with the record's value.
+func produceFrameOf(t *testing.T, corr int32, value []byte) []byte {
 	t.Helper()
 	now := time.Now().UnixMilli()
 	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
 		PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 1,
-		Records: []protocol.Record{{Value: []byte("v")}},
+		Records: []protocol.Record{{Value: value}},
 	}, protocol.CodecNone)
 	if err != nil {
 		t.Fatal(err)
@@ -429,22 +434,7 @@ func TestSlowSteadySenderNotIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	client, _ := servePipe(t, g)
-	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
-		PartitionLeaderEpoch: -1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 1,
-		Records: []protocol.Record{{Value: make([]byte, 5<<20)}},
-	}, protocol.CodecNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "appender"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	frame := requestFrame(req, 7)
+	frame := produceFrameOf(t, 7, make([]byte, 5<<20))
 	start := time.Now()
 	for sent := 0; sent < len(frame); sent += 64 << 10 {
 		if _, err := client.Write(frame[sent:min(len(frame), sent+64<<10)]); err != nil {
@@ -513,13 +503,7 @@ func TestJoinGroupClientIDPerRequest(t *testing.T) {
 	if _, _, _, err := c.decode(named[4:]); err != nil {
 		t.Fatal(err)
 	}
-	join := kmsg.NewPtrJoinGroupRequest()
-	join.Version, join.Group, join.ProtocolType = 3, "cid-group", "consumer"
-	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10_000, 10_000
-	jp := kmsg.NewJoinGroupRequestProtocol()
-	jp.Name = "range"
-	join.Protocols = append(join.Protocols, jp)
-	frame := requestFrame(join, 2)
+	frame := requestFrame(joinRequest(3, "cid-group"), 2)
 	// JoinGroup v3 has header v1: the client id as null (-1) instead of "t", and no tagged fields.
 	frame = slices.Concat(frame[4:12], []byte{0xff, 0xff}, frame[16:])
 	_, a, req, err := c.decode(frame)

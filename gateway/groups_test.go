@@ -35,15 +35,7 @@ func TestDeleteGroupOrderedWithCommits(t *testing.T) {
 	const group = "racing"
 	c := fetchConn(t, g)
 	commit := func(offset int64) {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version, req.Group, req.Generation = 8, group, -1
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = "raced"
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, offset
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := c.offsetCommit(ctx, req)
+		resp, err := c.offsetCommit(ctx, commitRequest(group, -1, "", "raced", offset, 0))
 		if err != nil {
 			t.Error(err)
 			return
@@ -285,19 +277,8 @@ func TestOffsetCommitUnknownTopicBeforeMember(t *testing.T) {
 	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "oc", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version, req.Group, req.Generation, req.MemberID = 8, "oc-group", 5, "stale"
-	for _, tp := range []struct {
-		topic string
-		part  int32
-	}{{"no-such-topic", 0}, {"oc", 3}, {"oc", 0}} {
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = tp.topic
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = tp.part, 1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-	}
+	req := commitRequest("oc-group", 5, "stale", "no-such-topic", 1, 0)
+	req.Topics = append(req.Topics, commitRequest("", 0, "", "oc", 1, 3).Topics[0], commitRequest("", 0, "", "oc", 1, 0).Topics[0])
 	r, err := fetchConn(t, g).offsetCommit(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -359,12 +340,7 @@ func TestAdminResetRefusedWhenMemberJoined(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // the reset has checked the group (Empty) and reads Redis
 	c := fetchConn(t, g)
-	join := kmsg.NewPtrJoinGroupRequest()
-	join.Version, join.Group, join.ProtocolType = 5, "joined", "consumer"
-	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10_000, 10_000
-	jp := kmsg.NewJoinGroupRequestProtocol()
-	jp.Name = "range"
-	join.Protocols = append(join.Protocols, jp)
+	join := joinRequest(5, "joined")
 	r, err := c.joinGroup(ctx, join)
 	if err != nil {
 		t.Fatal(err)
@@ -442,13 +418,7 @@ func TestAskPeerGroupIDsAndSilence(t *testing.T) {
 	srv := httptest.NewServer(peer.adminHandler())
 	defer srv.Close()
 	for _, group := range []string{".", ".."} {
-		join := kmsg.NewPtrJoinGroupRequest()
-		join.Version, join.Group, join.ProtocolType = 3, group, "consumer"
-		join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10_000, 10_000
-		jp := kmsg.NewJoinGroupRequestProtocol()
-		jp.Name = "range"
-		join.Protocols = append(join.Protocols, jp)
-		if r, err := fetchConn(t, peer).joinGroup(ctx, join); err != nil || r.(*kmsg.JoinGroupResponse).ErrorCode != 0 {
+		if r, err := fetchConn(t, peer).joinGroup(ctx, joinRequest(3, group)); err != nil || r.(*kmsg.JoinGroupResponse).ErrorCode != 0 {
 			t.Fatalf("join %q: %v %+v", group, err, r)
 		}
 	}
@@ -481,15 +451,7 @@ func TestConcurrentCommitsKeepRedisGroupInStep(t *testing.T) {
 	}
 	const group = "both-group"
 	commit := func(offset int64) {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version, req.Group, req.Generation = 8, group, -1
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = "both"
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, offset
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := fetchConn(t, g).offsetCommit(ctx, req)
+		resp, err := fetchConn(t, g).offsetCommit(ctx, commitRequest(group, -1, "", "both", offset, 0))
 		if err != nil || resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode != 0 {
 			t.Errorf("commit %d: %v %+v", offset, err, resp)
 		}
@@ -529,15 +491,7 @@ func TestFailedCommitNotCounted(t *testing.T) {
 	}
 	holdTopicView(t, ctx, g)
 	m.Close()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version, req.Group, req.Generation = 8, "not-counted", -1
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = "nc"
-	rp := kmsg.NewOffsetCommitRequestTopicPartition()
-	rp.Offset = 1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := fetchConn(t, g).offsetCommit(ctx, req)
+	resp, err := fetchConn(t, g).offsetCommit(ctx, commitRequest("not-counted", -1, "", "nc", 1, 0))
 	if err != nil || resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode == 0 {
 		t.Fatalf("commit with Redis gone: %v %+v", err, resp)
 	}
@@ -547,4 +501,31 @@ func TestFailedCommitNotCounted(t *testing.T) {
 	if counted {
 		t.Fatal("commits counted for a commit Redis refused")
 	}
+}
+
+// commitRequest is a v8 OffsetCommit by a committer of generation gen (-1: a simple commit) of offset
+// on each of the given partitions of topic.
+func commitRequest(group string, gen int32, member, topic string, offset int64, partitions ...int32) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation, req.MemberID = 8, group, gen, member
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	for _, p := range partitions {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, offset
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// joinRequest is a JoinGroup of a new consumer (no member id yet) with one protocol, "range".
+func joinRequest(version int16, group string) *kmsg.JoinGroupRequest {
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.ProtocolType = version, group, "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10_000, 10_000
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name = "range"
+	join.Protocols = append(join.Protocols, jp)
+	return join
 }
