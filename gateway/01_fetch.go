@@ -266,7 +266,10 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 			left -= expect*size + batchOverhead
 			taken = true
 		}
-		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: max(expect, 1),
+		if expect == 0 {
+			expect = -1 // none: its reply, most often empty, is read into a small buffer
+		}
+		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: expect,
 			RecordBytes: p.sizing.stored.Load(), KnownPartition: p.known}
 	}
 	return reqs
@@ -398,10 +401,16 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		p.sizing.observe(n, size, len(sp.RecordBatches), r.End)
 		p.next = nextOffset(r.Records, p.offset, n)
 		p.more = p.next < r.End
-		if !p.more {
+		switch {
+		case !p.more:
 			atEnd = append(atEnd, p.key)
-		} else if n > 0 && n == len(r.Records) && len(sp.RecordBatches) < limit &&
-			p.sizing.count(int64(p.maxBytes)) > reqs[i].Count {
+		case reqs[i].Count == 0:
+			// Planned nothing, the partitions before it expected to fill max_bytes: when they did
+			// not (partitions never read here, taken for full until read), a read now, sized by what
+			// this one found, reads it, where waiting would leave its records for max_wait.
+			rd.short = true
+		case n > 0 && n == len(r.Records) && len(sp.RecordBatches) < limit &&
+			p.sizing.count(int64(p.maxBytes)) > reqs[i].Count:
 			rd.short = true // a read now, sized by what this one found, asks for more
 		}
 		rd.bytes += len(sp.RecordBatches)

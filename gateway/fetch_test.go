@@ -913,3 +913,77 @@ func TestFetchWaitCapped(t *testing.T) {
 		t.Fatalf("answered after %v, want about the 300 ms idle timeout", took)
 	}
 }
+
+// TestFetchUnseenEmptyPartitionLeavesRoom: partitions this gateway never read are planned as if
+// full; when they turn out empty, a read sized by what they held follows before any wait, so a later
+// partition's records are answered at once, not after max_wait.
+func TestFetchUnseenEmptyPartitionLeavesRoom(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	const name = "unseen-empty"
+	t.Cleanup(func() { forgetSizing(name) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 2, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	appendValues(t, ctx, store, name, 1, 10, 100)
+	req := fetchRequest(name, 0, 0, 1<<20, 1<<20)
+	req.MaxWaitMillis = 5000
+	rp := req.Topics[0].Partitions[0]
+	rp.Partition = 1
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	start := time.Now()
+	resp, err := fetchConn(t, g).fetch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if sp := resp.(*kmsg.FetchResponse).Topics[0].Partitions[1]; sp.ErrorCode != 0 || len(sp.RecordBatches) == 0 {
+		t.Fatalf("partition 1: error %d, %d record bytes", sp.ErrorCode, len(sp.RecordBatches))
+	}
+	if took >= 4*time.Second {
+		t.Fatalf("answered after %v: waited out max_wait with records in Redis", took)
+	}
+}
+
+// TestFetchCaughtUpReadsSmallBuffers: a partition caught up at its last read is read into a small
+// buffer, not one sized for a record of the size it holds: 200 idle partitions of 512 KiB records
+// allocated about 55 MB per fetch.
+func TestFetchCaughtUpReadsSmallBuffers(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	const name, parts = "idle-large", 200
+	t.Cleanup(func() { forgetSizing(name) })
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: parts, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(parts) {
+		appendValues(t, ctx, store, name, p, 1, 512<<10)
+	}
+	req := fetchRequest(name, 0, 0, 1<<20, 1<<30)
+	for p := int32(1); p < parts; p++ {
+		rp := req.Topics[0].Partitions[0]
+		rp.Partition = p
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	}
+	c := fetchConn(t, g)
+	if _, err := c.fetch(ctx, req); err != nil { // reads each record: the partitions' sizes are known
+		t.Fatal(err)
+	}
+	c.closeReadAhead()
+	for i := range req.Topics[0].Partitions {
+		req.Topics[0].Partitions[i].FetchOffset = 1 // caught up
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp, err := c.fetch(ctx, req)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range resp.(*kmsg.FetchResponse).Topics[0].Partitions {
+		if sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 {
+			t.Fatalf("partition %d: error %d, %d record bytes", sp.Partition, sp.ErrorCode, len(sp.RecordBatches))
+		}
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 10<<20 {
+		t.Fatalf("a fetch of %d caught-up partitions allocated %d MB", parts, alloc>>20)
+	}
+}

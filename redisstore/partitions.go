@@ -435,8 +435,10 @@ type ReadRequest struct {
 	Partition int32
 	Offset    int64
 	Count     int64
-	// Expect is how many entries the caller expects to be there (0: Count). It only decides whether
-	// and where a read is split (a consumer at the end of a partition asks for many, finds few).
+	// Expect is how many entries the caller expects to be there (0: Count; negative: none, as for a
+	// partition caught up at its last read). It only decides whether and where a read is split (a
+	// consumer at the end of a partition asks for many, finds few) and how large a buffer its reply is
+	// read into.
 	Expect int64
 	// RecordBytes is the size the caller expects of a record, its key, value and headers (0: unknown;
 	// an estimate of its encoded size will do). It only sizes the buffer the reply is read into.
@@ -458,10 +460,14 @@ func readOffsets(r ReadRequest, v []any) (Offsets, error) {
 
 // expected is the number of entries r is expected to find.
 func (r ReadRequest) expected() int64 {
-	if n := r.count(); r.Expect > 0 && r.Expect < n {
+	n := r.count()
+	switch {
+	case r.Expect < 0:
+		return 0
+	case r.Expect > 0 && r.Expect < n:
 		return r.Expect
 	}
-	return r.count()
+	return n
 }
 
 // count is how many entries r reads: Count, but none from a negative offset and none from
