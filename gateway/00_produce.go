@@ -286,8 +286,12 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 		return nil, 0, kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, protocol.ErrBatchTooLarge):
 		return nil, 0, kerr.MessageTooLarge.Code
+	case errors.Is(err, protocol.ErrBadCRC):
+		return nil, 0, kerr.CorruptMessage.Code // corrupted on the way: producers send it again
 	case err != nil:
-		return nil, 0, kerr.CorruptMessage.Code
+		// Well formed on the way, badly built (lengths, counts, records, compression): as on Apache,
+		// not retriable, as a retry sends the same bytes.
+		return nil, 0, kerr.InvalidRecord.Code
 	case len(decoded) != 1 || len(decoded[0].Records) == 0:
 		return nil, 0, kerr.InvalidRecord.Code
 	}

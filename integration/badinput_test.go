@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand"
 	"testing"
 	"time"
@@ -119,15 +120,18 @@ func TestApiVersionsUnknownVersion(t *testing.T) {
 	})
 }
 
-// TestProduceBadBatches: a batch with a flipped byte fails its CRC (CORRUPT_MESSAGE), a truncated batch
-// is CORRUPT_MESSAGE, an old message format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is
-// INVALID_REQUIRED_ACKS; the good partition in the same request is stored, the bad ones store nothing,
-// and the connection stays usable.
+// TestProduceBadBatches: a batch with a flipped byte fails its CRC (CORRUPT_MESSAGE, which producers
+// retry), a truncated batch, one whose record count exceeds its records and one with bytes after its
+// last record are INVALID_RECORD (a retry would send the same bytes; CORRUPT_MESSAGE kept an idempotent
+// producer's partition stuck behind the batch until its delivery timeout), as on Apache, an old message
+// format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is INVALID_REQUIRED_ACKS; the good
+// partition in the same request is stored, the bad ones store nothing, and the connection stays
+// usable.
 func TestProduceBadBatches(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
-		mustCreateTopics(t, ctx, newAdmin(t, g), 4, nil, "crc")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 6, nil, "crc")
 		now := time.Now().UnixMilli()
 		good := rawBatch(t, -1, -1, -1, now, "good")
 		flipped := rawBatch(t, -1, -1, -1, now, "bad crc")
@@ -136,12 +140,22 @@ func TestProduceBadBatches(t *testing.T) {
 		truncated = truncated[:len(truncated)-4]
 		oldMagic := rawBatch(t, -1, -1, -1, now, "magic 1")
 		oldMagic[16] = 1
+		recrc := func(b []byte) { // the CRC-32C of everything from the attributes on
+			binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+		}
+		overcounted := rawBatch(t, -1, -1, -1, now, "only one")
+		binary.BigEndian.PutUint32(overcounted[57:], 2) // records: 2
+		binary.BigEndian.PutUint32(overcounted[23:], 1) // last offset delta: 1
+		recrc(overcounted)
+		trailing := append(rawBatch(t, -1, -1, -1, now, "then bytes"), 0, 0, 0)
+		binary.BigEndian.PutUint32(trailing[8:], uint32(len(trailing)-12))
+		recrc(trailing)
 
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = "crc"
-		for p, recs := range [][]byte{good, flipped, truncated, oldMagic} {
+		for p, recs := range [][]byte{good, flipped, truncated, oldMagic, overcounted, trailing} {
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition, rp.Records = int32(p), recs
 			rt.Partitions = append(rt.Partitions, rp)
@@ -149,7 +163,7 @@ func TestProduceBadBatches(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		c := dialRaw(t, g.Addr)
 		resp := roundTrip[*kmsg.ProduceResponse](c, 9, req)
-		want := []int16{0, kerr.CorruptMessage.Code, kerr.CorruptMessage.Code, kerr.UnsupportedForMessageFormat.Code}
+		want := []int16{0, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code, kerr.UnsupportedForMessageFormat.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(want) {
 			t.Fatalf("produce response: %+v", resp.Topics)
 		}
