@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
@@ -40,7 +41,7 @@ func TestPublishAppendWhenQueueFull(t *testing.T) {
 			mu.Lock()
 			got[partKey{topic, p}] = true
 			mu.Unlock()
-		})
+		}, func() {})
 	})
 	// The subscription is live once a probe message comes through.
 	wg.Go(func() {
@@ -245,7 +246,7 @@ func TestAppendWakeUpRetried(t *testing.T) {
 	subscribed := make(chan struct{})
 	go func() {
 		defer close(subscribed)
-		_ = sub.SubscribeAppends(ctx, func(topic string, partition int32) { got <- topic })
+		_ = sub.SubscribeAppends(ctx, func(topic string, partition int32) { got <- topic }, func() {})
 	}()
 	t.Cleanup(func() { cancel(); <-subscribed })
 	time.Sleep(200 * time.Millisecond) // the subscription is in place
@@ -293,5 +294,49 @@ func TestStaleViewStopsHeartbeats(t *testing.T) {
 	g.heartbeat(ctx)
 	if b := beat(); b != fresh {
 		t.Fatalf("a stale view's heartbeat renewed the registration (%d, then %d)", fresh, b)
+	}
+}
+
+// TestResubscribeWakesLongPolls: when the subscription to other gateways' appends is made again after
+// it was lost, the notifications published meanwhile never come; every waiting fetch then reads
+// again, instead of waiting out its max_wait with records in Redis.
+func TestResubscribeWakesLongPolls(t *testing.T) {
+	srv := redisServer(t)
+	store := openStoreAt(t, srv.Addr, redisstore.Options{})
+	ctx := t.Context()
+	g, _ := serveOn(t, store, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "resub", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	subscribers := func() int {
+		list, _ := store.Client().Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text()
+		return strings.Count(list, "id=")
+	}
+	waitFor(t, 10*time.Second, "the gateway's subscription", func() bool { return subscribers() > 0 })
+	req := fetchRequest("resub", 0, 0, 1<<20, 1<<20)
+	req.MaxWaitMillis = 10_000
+	answered := make(chan int, 1)
+	start := time.Now()
+	go func() {
+		resp, err := fetchConn(t, g).fetch(ctx, req)
+		if err != nil {
+			answered <- -1
+			return
+		}
+		answered <- len(resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches)
+	}()
+	time.Sleep(200 * time.Millisecond) // the fetch waits
+	// Records appended elsewhere, their wake-up lost with the subscription.
+	appendValues(t, ctx, store, "resub", 0, 3, 10)
+	if err := store.Client().Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-answered:
+		if took := time.Since(start); n <= 0 || took > 5*time.Second {
+			t.Fatalf("answered after %v with %d record bytes", took, n)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the fetch did not answer")
 	}
 }

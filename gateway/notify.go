@@ -61,3 +61,18 @@ func (n *appendNotifier) notify(p partKey) {
 	}
 	n.mu.Unlock()
 }
+
+// notifyAll wakes every waiter: appends may have happened that no notification tells of (the
+// subscription to other gateways' appends was down), and a fetch woken for nothing only reads again.
+func (n *appendNotifier) notifyAll() {
+	n.mu.Lock()
+	for _, set := range n.waiters {
+		for w := range set {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	n.mu.Unlock()
+}

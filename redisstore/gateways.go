@@ -141,18 +141,31 @@ func AppendMessage(topic string, partition int32) string {
 	return topic + "\x00" + strconv.Itoa(int(partition))
 }
 
-// SubscribeAppends calls fn for each partition other gateways report grown, until ctx is done.
-func (s *Store) SubscribeAppends(ctx context.Context, fn func(topic string, partition int32)) error {
+// SubscribeAppends calls fn for each partition other gateways report grown, until ctx is done, and
+// resubscribed each time the subscription is made again after it was lost (the client library does
+// so on its own): what was published meanwhile never comes.
+func (s *Store) SubscribeAppends(ctx context.Context, fn func(topic string, partition int32), resubscribed func()) error {
 	ps := s.rdb.Subscribe(ctx, s.keys.appends())
 	defer ps.Close()
-	ch := ps.Channel()
+	ch := ps.ChannelWithSubscriptions()
+	subscribed := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case msg, ok := <-ch:
+		case m, ok := <-ch:
 			if !ok {
 				return nil
+			}
+			msg, isMsg := m.(*redis.Message)
+			if !isMsg {
+				if sub, ok := m.(*redis.Subscription); ok && sub.Kind == "subscribe" {
+					if subscribed {
+						resubscribed()
+					}
+					subscribed = true
+				}
+				continue
 			}
 			for _, line := range strings.Split(msg.Payload, "\n") {
 				topic, p, found := strings.Cut(line, "\x00")
