@@ -205,11 +205,27 @@ func (s *Store) DeleteOffsets(ctx context.Context, group string, parts []OffsetC
 		return err
 	}
 	// The Redis consumer group mirrors the committed offset; with no offset it must not claim one.
-	pipe := s.rdb.Pipeline()
-	for _, f := range fields {
-		pipe.XGroupDestroy(ctx, f, group)
+	return s.destroyRedisGroups(ctx, group, fields)
+}
+
+// destroyRedisGroups destroys the Redis consumer group named group on each of the streams. A stream or
+// group already gone is fine; any other failure (a timeout) is returned, for the deletion to be retried:
+// a Redis consumer group left behind keeps claiming a position its Kafka group no longer has.
+func (s *Store) destroyRedisGroups(ctx context.Context, group string, streams []string) error {
+	if len(streams) == 0 {
+		return nil
 	}
-	_, _ = pipe.Exec(ctx) // a stream or Redis group already gone is fine
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(streams))
+	for i, f := range streams {
+		cmds[i] = pipe.XGroupDestroy(ctx, f, group)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !strings.Contains(err.Error(), "requires the key to exist") {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -230,13 +246,15 @@ func (s *Store) DeleteGroup(ctx context.Context, group string) error {
 	}); err != nil {
 		return err
 	}
-	pipe := s.rdb.Pipeline()
+	var streams []string
 	for _, f := range fields.Val() {
 		if _, _, ok := s.keys.parseStreamKey(f); ok {
-			pipe.XGroupDestroy(ctx, f, group)
+			streams = append(streams, f)
 		}
 	}
-	_, _ = pipe.Exec(ctx) // a stream or Redis group already gone is fine
+	if err := s.destroyRedisGroups(ctx, group, streams); err != nil {
+		return err
+	}
 	if err := s.rdb.SRem(ctx, s.keys.groups(), group).Err(); err != nil {
 		return err
 	}

@@ -431,3 +431,23 @@ func TestCommitAfterScriptFlush(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteOffsetsReportsRedisGroupFailures: a deletion whose Redis consumer groups could not be
+// destroyed (here the key is not a stream; a timeout likewise) reports the failure instead of success,
+// a Redis group left behind claiming a position; a stream or group already gone is fine.
+func TestDeleteOffsetsReportsRedisGroupFailures(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCommit(t, s, "dg", time.Now(), OffsetCommit{Topic: "gone-topic", Partition: 0, Offset: 1})
+		if err := s.DeleteOffsets(ctx, "dg", []OffsetCommit{{Topic: "gone-topic", Partition: 0}}); err != nil {
+			t.Fatalf("stream gone: %v", err)
+		}
+		mustCommit(t, s, "dg", time.Now(), OffsetCommit{Topic: "odd", Partition: 0, Offset: 1})
+		if err := s.Client().Set(ctx, s.StreamKey("odd", 0), "not a stream", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteOffsets(ctx, "dg", []OffsetCommit{{Topic: "odd", Partition: 0}}); err == nil {
+			t.Fatal("DeleteOffsets answered success with the Redis consumer group not destroyed")
+		}
+	})
+}
