@@ -66,31 +66,35 @@ func (g *Gateway) describeGroup(ctx context.Context, group string) (info coordin
 }
 
 // groupWrites orders the writes of a group's committed offsets, as Apache does under its group lock:
-// a commit (validated by the coordinator, then stored in two Redis round trips: the offsets, then the
-// Redis consumer groups) or a deletion (DeleteGroups, OffsetDelete, from its check of the group to the
-// end of its Redis writes) runs alone. Interleaved, two commits of a partition could leave its Redis
-// consumer group at the older offset and the committed offset at the newer, a commit's Redis consumer
-// group outlived the deletion of the group's offsets, or a deleted group's offsets came back after
-// its check. Groups share a fixed set of stripes, so the guard takes no memory per group.
+// commits (validated by the coordinator, then stored in several Redis round trips) run together, and
+// a deletion (DeleteGroups, OffsetDelete) runs alone, between its check of the group and the end of
+// its Redis writes. Interleaved, a commit's Redis consumer group outlived the deletion of the group's
+// offsets, or a deleted group's offsets came back after its check. Groups share a fixed set of
+// stripes, so the guard takes no memory per group.
+//
+// Commits do not exclude each other: held across their Redis round trips, an exclusive lock made a
+// stalled Redis cost the k-th commit of a stripe k command timeouts, other groups' included. Two
+// commits of one partition at once (two consumers assigning it to themselves under one group id) can
+// therefore leave its Redis consumer group at the other's offset until the next commit.
 type groupWrites struct {
 	seed    maphash.Seed
-	stripes [256]sync.Mutex
+	stripes [64]sync.RWMutex
 }
 
 func newGroupWrites() *groupWrites { return &groupWrites{seed: maphash.MakeSeed()} }
 
-func (w *groupWrites) of(group string) *sync.Mutex {
+func (w *groupWrites) of(group string) *sync.RWMutex {
 	return &w.stripes[maphash.String(w.seed, group)%uint64(len(w.stripes))]
 }
 
 // commit holds group's writes for a commit; the returned function releases them.
 func (w *groupWrites) commit(group string) func() {
 	l := w.of(group)
-	l.Lock()
-	return l.Unlock
+	l.RLock()
+	return l.RUnlock
 }
 
-// delete holds group's writes for a deletion.
+// delete holds group's writes for a deletion, excluding commits and other deletions.
 func (w *groupWrites) delete(group string) func() {
 	l := w.of(group)
 	l.Lock()

@@ -438,47 +438,6 @@ func TestAskPeerGroupIDsAndSilence(t *testing.T) {
 	}
 }
 
-// TestConcurrentCommitsKeepRedisGroupInStep: two commits of one partition at once (a simple commit
-// and an admin reset, or two consumers assigning themselves partitions under one group id) run one
-// after the other, so the partition's Redis consumer group ends at the committed offset. Interleaved,
-// the two steps of each could leave it at the other commit's offset.
-func TestConcurrentCommitsKeepRedisGroupInStep(t *testing.T) {
-	_, _, store := redisGateway(t, Config{})
-	ctx := t.Context()
-	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "both", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
-	const group = "both-group"
-	commit := func(offset int64) {
-		resp, err := fetchConn(t, g).offsetCommit(ctx, commitRequest(group, -1, "", "both", offset, 0))
-		if err != nil || resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Errorf("commit %d: %v %+v", offset, err, resp)
-		}
-	}
-	apart := 0
-	for i := range 200 {
-		var wg sync.WaitGroup
-		wg.Go(func() { commit(int64(2 * i)) })
-		wg.Go(func() { commit(int64(2*i + 1)) })
-		wg.Wait()
-		cs, err := store.CommittedOffsets(ctx, group)
-		if err != nil || len(cs) != 1 {
-			t.Fatalf("committed: %+v, %v", cs, err)
-		}
-		gs, err := store.Client().XInfoGroups(ctx, store.StreamKey("both", 0)).Result()
-		if err != nil || len(gs) != 1 {
-			t.Fatalf("Redis consumer groups: %+v, %v", gs, err)
-		}
-		if gs[0].LastDeliveredID != fmt.Sprintf("0-%d", cs[0].Offset) {
-			apart++
-		}
-	}
-	if apart > 0 {
-		t.Fatalf("the Redis consumer group ended away from the committed offset after %d of 200 pairs of commits", apart)
-	}
-}
-
 // TestFailedCommitNotCounted: kgate_offset_commits_total counts the partitions stored, not those a
 // Redis failure kept out.
 func TestFailedCommitNotCounted(t *testing.T) {
