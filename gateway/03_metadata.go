@@ -146,6 +146,9 @@ func metadataRefused(req *kmsg.MetadataRequest, code int16) *kmsg.MetadataRespon
 // losing a race to another gateway is fine. A name colliding with a cached topic on '.'/'_' is not
 // created (redisstore.ErrUnknownTopic).
 func (g *Gateway) autoCreateTopic(ctx context.Context, name string) (redisstore.Topic, error) {
+	if name == clusterMetadataTopic {
+		return redisstore.Topic{}, redisstore.ErrUnknownTopic // never created, as on Apache
+	}
 	collides, err := g.topics.collides(ctx, name)
 	if err != nil {
 		return redisstore.Topic{}, err

@@ -235,7 +235,7 @@ func TestCreateTopicsReplicaAssignmentPartitions(t *testing.T) {
 }
 
 // TestCreateTopicsClusterMetadataRefused: __cluster_metadata, the name of KRaft's metadata log, cannot
-// be created, as on Apache (INVALID_REQUEST).
+// be created, as on Apache: CreateTopics answers INVALID_REQUEST, and auto-creation leaves it unknown.
 func TestCreateTopicsClusterMetadataRefused(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	r, err := (&conn{g: g}).createTopics(ctx, createTopicReq("__cluster_metadata", nil))
@@ -247,5 +247,11 @@ func TestCreateTopicsClusterMetadataRefused(t *testing.T) {
 	}
 	if _, err := store.Topic(ctx, "__cluster_metadata"); err == nil {
 		t.Fatal("created")
+	}
+	if _, err := g.autoCreateTopic(ctx, "__cluster_metadata"); err == nil {
+		t.Fatal("auto-created")
+	}
+	if _, err := store.Topic(ctx, "__cluster_metadata"); err == nil {
+		t.Fatal("created by auto-creation")
 	}
 }

@@ -336,14 +336,13 @@ func (g *Gateway) runAppendSubscriber(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := g.store.SubscribeAppends(ctx, func(topic string, p int32) {
 			g.notify.notify(partKey{topic, p})
-		}, g.notify.notifyAll) // wake-ups published while the subscription was down are lost
+		}, g.notify.notifyAll) // wake-ups published before the subscription was made are lost
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			g.log.Warn().Err(err).Msg("append subscription lost; retrying")
 		}
-		g.notify.notifyAll() // the next subscription starts after what was published meanwhile
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -422,7 +421,7 @@ func TestAskPeerGroupIDsAndSilence(t *testing.T) {
 			t.Fatalf("join %q: %v %+v", group, err, r)
 		}
 	}
-	asker := New(Config{NodeID: 7}, store, zerolog.Nop())
+	asker, _ := serveOn(t, store, Config{NodeID: 7})
 	n := gatewayNode{ID: peer.cfg.NodeID, Admin: srv.Listener.Addr().String()}
 	for _, group := range []string{".", ".."} {
 		if d, ok, _ := asker.askPeerAnswered(ctx, n, group); !ok || len(d.Members) != 1 {
@@ -431,6 +430,18 @@ func TestAskPeerGroupIDsAndSilence(t *testing.T) {
 	}
 	if _, ok, answered := asker.askPeerAnswered(ctx, n, "no-such-group"); ok || !answered {
 		t.Errorf("unknown group: ok %v answered %v; want a peer that answered without it", ok, answered)
+	}
+	// In the group list: a group the peer no longer has (404) leaves the peer's next group asked.
+	var silent sync.Map
+	heldBy := map[string]gatewayNode{"no-such-group": n, ".": n}
+	for _, group := range []string{"no-such-group", "."} {
+		gs, err := asker.groupSummary(ctx, group, nil, heldBy, &silent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := group == "."; (gs.Source == "coordinator") != want || want && gs.Members != 1 {
+			t.Errorf("summary of %q after the peer answered 404 for the one before: %+v", group, gs)
+		}
 	}
 	srv.Close()
 	if _, ok, answered := asker.askPeerAnswered(ctx, n, "."); ok || answered {

@@ -142,13 +142,12 @@ func AppendMessage(topic string, partition int32) string {
 }
 
 // SubscribeAppends calls fn for each partition other gateways report grown, until ctx is done, and
-// resubscribed each time the subscription is made again after it was lost (the client library does
-// so on its own): what was published meanwhile never comes.
-func (s *Store) SubscribeAppends(ctx context.Context, fn func(topic string, partition int32), resubscribed func()) error {
+// subscribed each time the subscription is made, the first time included (the client library makes it
+// again on its own after losing it): what was published before never comes.
+func (s *Store) SubscribeAppends(ctx context.Context, fn func(topic string, partition int32), subscribed func()) error {
 	ps := s.rdb.Subscribe(ctx, s.keys.appends())
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions()
-	subscribed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -160,10 +159,7 @@ func (s *Store) SubscribeAppends(ctx context.Context, fn func(topic string, part
 			msg, isMsg := m.(*redis.Message)
 			if !isMsg {
 				if sub, ok := m.(*redis.Subscription); ok && sub.Kind == "subscribe" {
-					if subscribed {
-						resubscribed()
-					}
-					subscribed = true
+					subscribed()
 				}
 				continue
 			}
