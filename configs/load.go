@@ -362,27 +362,33 @@ func (p *numberParser) Unmarshal(b []byte) (map[string]any, error) {
 	return p.YAML.Unmarshal(b)
 }
 
-// numberLiterals maps section.key to the text of each number under root.
+// numberLiterals maps each key under root, at any depth, its parts joined by "." as koanf joins them
+// (a dotted key, node.id: 010, counts as written), to the text of its number.
 func numberLiterals(root *yamlv3.Node) map[string]string {
 	out := make(map[string]string)
-	if root.Kind != yamlv3.MappingNode {
-		return out
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		sec := root.Content[i+1]
-		if sec.Kind != yamlv3.MappingNode {
-			continue
+	var walk func(n *yamlv3.Node, prefix string)
+	walk = func(n *yamlv3.Node, prefix string) {
+		if n.Kind == yamlv3.AliasNode {
+			n = n.Alias
 		}
-		for j := 0; j+1 < len(sec.Content); j += 2 {
-			v := sec.Content[j+1]
-			if v.Kind == yamlv3.AliasNode {
-				v = v.Alias
+		switch {
+		case n.Kind == yamlv3.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := n.Content[i].Value
+				if n.Content[i].Tag == "!!merge" { // <<: *anchor: its keys are this mapping's
+					walk(n.Content[i+1], prefix)
+					continue
+				}
+				if prefix != "" {
+					key = prefix + "." + key
+				}
+				walk(n.Content[i+1], key)
 			}
-			if v.Kind == yamlv3.ScalarNode && (v.ShortTag() == "!!int" || v.ShortTag() == "!!float") {
-				out[root.Content[i].Value+"."+sec.Content[j].Value] = v.Value
-			}
+		case n.Kind == yamlv3.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float"):
+			out[prefix] = n.Value
 		}
 	}
+	walk(root, "")
 	return out
 }
 

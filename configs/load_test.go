@@ -322,6 +322,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "hex int64 flag", args: []string{"--topics.retention_ms=0x10"}, wantMsg: `"0x10" for "--topics.retention_ms"`},
 		{name: "yaml octal int", yaml: "node:\n  id: 010\n", wantKey: "node.id", wantMsg: `"010"`},
 		{name: "yaml 0o octal int", yaml: "node:\n  id: 0o10\n", wantKey: "node.id", wantMsg: `"0o10"`},
+		{name: "yaml dotted key octal int", yaml: "node.id: 010\n", wantKey: "node.id", wantMsg: `"010"`},
 		{name: "yaml hex int", yaml: "redis:\n  db: 0x1\n", wantKey: "redis.db", wantMsg: `"0x1"`},
 		{name: "yaml underscored int", yaml: "kafka:\n  tail_cache_bytes: 1_000\n", wantKey: "kafka.tail_cache_bytes", wantMsg: `"1_000"`},
 		{name: "yaml exponent int", yaml: "topics:\n  partitions: 1e1\n", wantKey: "topics.partitions", wantMsg: `"1e1"`},
