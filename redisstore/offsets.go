@@ -111,16 +111,45 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
+	indexErr := s.groupIndexed(group, indexed.Err())
 	for i := range commits {
 		switch {
 		case cmds[i] == nil:
-		case indexed.Err() != nil:
-			errs[i] = indexed.Err()
+		case indexErr != nil:
+			errs[i] = indexErr
 		default:
 			errs[i] = cmds[i].Err()
 		}
 	}
 	return errs
+}
+
+// maxIndexedGroups bounds the groups a store remembers having added to the groups set.
+const maxIndexedGroups = 100_000
+
+// groupIndexed is what the SADD of group to the groups set (its error err) makes of a commit: a
+// failure when the group may not be listed, nothing when this store added it before. The set lives on
+// one master: while that one fails over, the commits of groups listed already go on.
+func (s *Store) groupIndexed(group string, err error) error {
+	if err == nil {
+		if _, known := s.indexed.Load(group); !known && s.nIndexed.Load() < maxIndexedGroups {
+			if _, loaded := s.indexed.LoadOrStore(group, struct{}{}); !loaded {
+				s.nIndexed.Add(1)
+			}
+		}
+		return nil
+	}
+	if _, known := s.indexed.Load(group); known {
+		return nil
+	}
+	return err
+}
+
+// forgetIndexed drops group from the groups this store added to the groups set (it was removed).
+func (s *Store) forgetIndexed(group string) {
+	if _, loaded := s.indexed.LoadAndDelete(group); loaded {
+		s.nIndexed.Add(-1)
+	}
 }
 
 // commitStreamKeys are commitStreamScript's keys for c's partition.
@@ -255,6 +284,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string) error {
 	if err := s.destroyRedisGroups(ctx, group, streams); err != nil {
 		return err
 	}
+	s.forgetIndexed(group)
 	if err := s.rdb.SRem(ctx, s.keys.groups(), group).Err(); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -450,4 +451,25 @@ func TestDeleteOffsetsReportsRedisGroupFailures(t *testing.T) {
 			t.Fatal("DeleteOffsets answered success with the Redis consumer group not destroyed")
 		}
 	})
+}
+
+// TestGroupIndexedFailure: a commit whose SADD to the groups set fails is failed only for a group this
+// store has not listed yet: the set lives on one master, and while that one fails over, listed
+// groups' commits (stored already) go on.
+func TestGroupIndexedFailure(t *testing.T) {
+	s := &Store{}
+	down := errors.New("CLUSTERDOWN")
+	if err := s.groupIndexed("g", down); err != down {
+		t.Fatalf("unlisted group: %v, want the SADD's error", err)
+	}
+	if err := s.groupIndexed("g", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.groupIndexed("g", down); err != nil {
+		t.Fatalf("listed group: %v, want none", err)
+	}
+	s.forgetIndexed("g") // deleted: listed again by its next commit
+	if err := s.groupIndexed("g", down); err != down {
+		t.Fatalf("deleted group: %v, want the SADD's error", err)
+	}
 }

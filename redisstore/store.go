@@ -69,6 +69,10 @@ type Store struct {
 	// nodeObserver is Observe's observer on a cluster, told of the appends' pipelines (nil: none, or
 	// a standalone server, whose client's hooks see them).
 	nodeObserver CommandObserver
+	// indexed holds groups this store added to the groups set (up to maxIndexedGroups), whose commits
+	// do not fail when adding them again does (groupIndexed).
+	indexed  sync.Map
+	nIndexed atomic.Int64
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
