@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -161,8 +162,8 @@ return 1
 // The partition keys live in other hash slots than the registry, so their removal cannot be one
 // step with the match: a topic deleted and created again through another gateway in the instant
 // between the read and the partition deletes loses its fresh keys.
-func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) bool) error {
-	ctx, cancel := s.bound(ctx)
+func (s *Store) deleteTopic(parent context.Context, name string, match func(Topic) bool) error {
+	ctx, cancel := s.bound(parent)
 	defer cancel()
 	var cleared int32 // partitions [0, cleared) of topic ID clearedID have lost their keys
 	var clearedID [16]byte
@@ -190,9 +191,6 @@ func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) 
 				return err
 			}
 			cleared = t.Partitions
-			if err := s.dropTopicOffsets(ctx, name, t.Partitions); err != nil {
-				return err
-			}
 		}
 		res, err := removeTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
 		switch {
@@ -200,34 +198,58 @@ func (s *Store) deleteTopic(ctx context.Context, name string, match func(Topic) 
 			return err
 		case res != 0:
 			// Removed, or gone already: deleted concurrently, or this script ran twice because the
-			// cluster client sent it again after a lost reply. Either way the topic is gone.
+			// cluster client sent it again after a lost reply. Either way the topic is gone, and the
+			// groups' offsets on it go now, with time bounds of their own: every group is visited.
+			if err := s.dropTopicOffsets(parent, name, cleared); err != nil {
+				return fmt.Errorf("%w: %w", ErrOffsetsKept, err)
+			}
 			return nil
 		}
 		// Changed under us: read it again. ctx bounds the loop.
 	}
 }
 
+// ErrOffsetsKept is a topic deleted whose groups' committed offsets could not all be dropped: a topic
+// created again under the name may start its consumers from them.
+var ErrOffsetsKept = errors.New("redisstore: topic deleted, some groups' offsets on it kept")
+
+// dropGroupsBatch is how many groups' offsets one pipeline of dropTopicOffsets drops, each pipeline
+// within a command timeout of its own.
+const dropGroupsBatch = 256
+
 // dropTopicOffsets removes every group's committed offsets (canonical, sidecar, metadata) on the n
 // partitions of topic name, as Apache drops a deleted topic's offsets: kept, they would be a topic
-// created again under the name's offsets, and its consumers would start from them. A commit racing the
-// delete may still write one after this ran.
+// created again under the name's offsets, and its consumers would start from them. Groups go a batch
+// at a time, so many groups cost time, not one timeout that fails the deletion for good. A commit
+// racing the delete may still write one after this ran.
 func (s *Store) dropTopicOffsets(ctx context.Context, name string, n int32) error {
-	groups, err := s.rdb.SMembers(ctx, s.keys.groups()).Result()
-	if err != nil || len(groups) == 0 {
+	bctx, cancel := s.bound(ctx)
+	groups, err := s.rdb.SMembers(bctx, s.keys.groups()).Result()
+	cancel()
+	if err != nil || len(groups) == 0 || n == 0 {
 		return err
 	}
 	fields := make([]string, n)
 	for p := range n {
 		fields[p] = s.keys.stream(name, p)
 	}
-	pipe := s.rdb.Pipeline()
-	for _, g := range groups {
-		pipe.HDel(ctx, s.keys.offsets(g), fields...)
-		pipe.HDel(ctx, s.keys.offsetsTS(g), fields...)
-		pipe.HDel(ctx, s.keys.offsetsMD(g), fields...)
+	for len(groups) > 0 {
+		batch := groups[:min(len(groups), dropGroupsBatch)]
+		groups = groups[len(batch):]
+		bctx, cancel := s.bound(ctx)
+		pipe := s.rdb.Pipeline()
+		for _, g := range batch {
+			pipe.HDel(bctx, s.keys.offsets(g), fields...)
+			pipe.HDel(bctx, s.keys.offsetsTS(g), fields...)
+			pipe.HDel(bctx, s.keys.offsetsMD(g), fields...)
+		}
+		_, err := pipe.Exec(bctx)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
-	_, err = pipe.Exec(ctx)
-	return err
+	return nil
 }
 
 // setPartitionsScript grows a topic's partition count atomically (never shrinks), and the count of

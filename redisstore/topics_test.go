@@ -364,3 +364,33 @@ func TestCreatePartitionsRacingCreateTopic(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteTopicManyGroups: the groups' offsets on a deleted topic are dropped a batch of groups at a
+// time, each within a command timeout: in one pipeline, many groups made every attempt time out after
+// the partitions were gone, and the topic stayed listed for good.
+func TestDeleteTopicManyGroups(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx := t.Context()
+	s := openStore(t, Options{Addrs: []string{standalone.Addr}, CommandTimeout: 300 * time.Millisecond})
+	mustCreateTopic(t, s, "crowded", 32)
+	mustCommit(t, s, "real", time.Now(), OffsetCommit{Topic: "crowded", Partition: 7, Offset: 5})
+	const groups = 20_000
+	names := make([]any, groups)
+	for i := range names {
+		names[i] = fmt.Sprintf("idle-%d", i)
+	}
+	if err := s.Client().SAdd(ctx, s.keys.groups(), names...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTopic(ctx, "crowded"); err != nil {
+		t.Fatalf("DeleteTopic with %d groups: %v", groups, err)
+	}
+	if _, err := s.Topic(ctx, "crowded"); !errors.Is(err, ErrUnknownTopic) {
+		t.Fatalf("topic after DeleteTopic: %v", err)
+	}
+	if cs, err := s.CommittedOffsets(ctx, "real"); err != nil || len(cs) != 0 {
+		t.Fatalf("offsets on the deleted topic: %+v, %v", cs, err)
+	}
+}
