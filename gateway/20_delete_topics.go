@@ -99,11 +99,6 @@ func (g *Gateway) deleteTopic(ctx context.Context, name string, id [16]byte) err
 	}
 	g.topics.invalidate()
 	g.tail.forget(name)
-	if errors.Is(err, redisstore.ErrOffsetsKept) {
-		// The topic is gone; a topic created again under the name may see some groups' old offsets.
-		g.log.Warn().Err(err).Str("topic", name).Msg("topic deleted, but not every group's offsets on it")
-		err = nil
-	}
 	if err == nil {
 		forgetTopicMetrics(name)
 	}

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -153,8 +152,8 @@ return 1
 `)
 
 // deleteTopic removes the partition keys of topic name and every group's offsets on them, then its
-// registry entry, so a topic recreated under the same name never sees old records or offsets; only if match accepts the entry
-// (ErrUnknownTopic otherwise). The entry is removed compared and swapped against the text whose
+// registry entry, so a topic recreated under the same name never sees old records or offsets; only if
+// match accepts the entry (ErrUnknownTopic otherwise). The entry is removed compared and swapped against the text whose
 // partitions were deleted: an entry changed meanwhile (partitions added, configs set, or the topic
 // deleted and created again through another gateway) is read and matched again, so a new topic of
 // the same name is never removed by a match against the old one.
@@ -191,27 +190,27 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 				return err
 			}
 			cleared = t.Partitions
+			// The groups' offsets on it, a batch of groups at a time with time bounds of their own
+			// (every group is visited), while the name is still taken: a topic created again under
+			// it meanwhile would have its fresh commits deleted too.
+			if err := s.dropTopicOffsets(parent, name, cleared); err != nil {
+				return err
+			}
 		}
-		res, err := removeTopicScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
+		rctx, rcancel := s.bound(parent)
+		res, err := removeTopicScript.Run(rctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
+		rcancel()
 		switch {
 		case err != nil:
 			return err
 		case res != 0:
 			// Removed, or gone already: deleted concurrently, or this script ran twice because the
-			// cluster client sent it again after a lost reply. Either way the topic is gone, and the
-			// groups' offsets on it go now, with time bounds of their own: every group is visited.
-			if err := s.dropTopicOffsets(parent, name, cleared); err != nil {
-				return fmt.Errorf("%w: %w", ErrOffsetsKept, err)
-			}
+			// cluster client sent it again after a lost reply. Either way the topic is gone.
 			return nil
 		}
 		// Changed under us: read it again. ctx bounds the loop.
 	}
 }
-
-// ErrOffsetsKept is a topic deleted whose groups' committed offsets could not all be dropped: a topic
-// created again under the name may start its consumers from them.
-var ErrOffsetsKept = errors.New("redisstore: topic deleted, some groups' offsets on it kept")
 
 // dropGroupsBatch is how many groups' offsets one pipeline of dropTopicOffsets drops, each pipeline
 // within a command timeout of its own.
