@@ -224,6 +224,12 @@ func (s *Store) DeleteOffsets(ctx context.Context, group string, parts []OffsetC
 	for i, p := range parts {
 		fields[i] = s.keys.stream(p.Topic, p.Partition)
 	}
+	// The Redis consumer group mirrors the committed offset; with no offset it must not claim one. It
+	// goes first, so a failure leaves the offsets for a retry to find, and again after, as a commit
+	// through another gateway (a coordinator move) may have made it again meanwhile.
+	if err := s.destroyRedisGroups(ctx, group, fields); err != nil {
+		return err
+	}
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HDel(ctx, s.keys.offsets(group), fields...)
 		p.HDel(ctx, s.keys.offsetsTS(group), fields...)
@@ -233,8 +239,8 @@ func (s *Store) DeleteOffsets(ctx context.Context, group string, parts []OffsetC
 	if err != nil {
 		return err
 	}
-	// The Redis consumer group mirrors the committed offset; with no offset it must not claim one.
-	return s.destroyRedisGroups(ctx, group, fields)
+	_ = s.destroyRedisGroups(ctx, group, fields)
+	return nil
 }
 
 // destroyRedisGroups destroys the Redis consumer group named group on each of the streams. A stream or
@@ -260,13 +266,21 @@ func (s *Store) destroyRedisGroups(ctx context.Context, group string, streams []
 
 // DeleteGroup removes every committed offset of group and its Redis consumer groups.
 //
-// The offsets go first, read and deleted in one transaction, then the Redis consumer groups of the
-// partitions they named: destroyed first, a group could be created again by a commit from another
-// gateway (a coordinator move) and outlive the offsets. A commit between the transaction and the end
-// keeps its offsets and the group stays listed.
+// The Redis consumer groups of the partitions the offsets name go first, so a failure leaves the
+// offsets for a retry to find; then the offsets, read and deleted in one transaction; then the Redis
+// consumer groups of what that read, again: a commit from another gateway (a coordinator move) may have
+// made one again meanwhile. A commit between the transaction and the end keeps its offsets and the
+// group stays listed.
 func (s *Store) DeleteGroup(ctx context.Context, group string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	before, err := s.rdb.HKeys(ctx, s.keys.offsets(group)).Result()
+	if err != nil {
+		return err
+	}
+	if err := s.destroyRedisGroups(ctx, group, s.streamFields(before)); err != nil {
+		return err
+	}
 	var fields *redis.StringSliceCmd
 	if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		fields = p.HKeys(ctx, s.keys.offsets(group))
@@ -275,15 +289,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group string) error {
 	}); err != nil {
 		return err
 	}
-	var streams []string
-	for _, f := range fields.Val() {
-		if _, _, ok := s.keys.parseStreamKey(f); ok {
-			streams = append(streams, f)
-		}
-	}
-	if err := s.destroyRedisGroups(ctx, group, streams); err != nil {
-		return err
-	}
+	_ = s.destroyRedisGroups(ctx, group, s.streamFields(fields.Val()))
 	s.forgetIndexed(group)
 	if err := s.rdb.SRem(ctx, s.keys.groups(), group).Err(); err != nil {
 		return err
@@ -292,6 +298,17 @@ func (s *Store) DeleteGroup(ctx context.Context, group string) error {
 		return s.rdb.SAdd(ctx, s.keys.groups(), group).Err()
 	}
 	return nil
+}
+
+// streamFields is the fields of an offsets hash that name kgate partition streams.
+func (s *Store) streamFields(fields []string) []string {
+	var streams []string
+	for _, f := range fields {
+		if _, _, ok := s.keys.parseStreamKey(f); ok {
+			streams = append(streams, f)
+		}
+	}
+	return streams
 }
 
 // GroupExists reports whether group has committed offsets in Redis.

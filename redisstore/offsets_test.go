@@ -435,7 +435,8 @@ func TestCommitAfterScriptFlush(t *testing.T) {
 
 // TestDeleteOffsetsReportsRedisGroupFailures: a deletion whose Redis consumer groups could not be
 // destroyed (here the key is not a stream; a timeout likewise) reports the failure instead of success,
-// a Redis group left behind claiming a position; a stream or group already gone is fine.
+// a Redis group left behind claiming a position, and keeps the offsets, so a retry finds what to
+// destroy; a stream or group already gone is fine.
 func TestDeleteOffsetsReportsRedisGroupFailures(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
@@ -449,6 +450,16 @@ func TestDeleteOffsetsReportsRedisGroupFailures(t *testing.T) {
 		}
 		if err := s.DeleteOffsets(ctx, "dg", []OffsetCommit{{Topic: "odd", Partition: 0}}); err == nil {
 			t.Fatal("DeleteOffsets answered success with the Redis consumer group not destroyed")
+		}
+		// The offsets stay for a retry to find, and so does the group.
+		if cs, err := s.CommittedOffsets(ctx, "dg"); err != nil || len(cs) != 1 {
+			t.Fatalf("offsets after the failed deletion: %+v, %v; want the one kept", cs, err)
+		}
+		if err := s.DeleteGroup(ctx, "dg"); err == nil {
+			t.Fatal("DeleteGroup answered success with the Redis consumer group not destroyed")
+		}
+		if ok, err := s.GroupExists(ctx, "dg"); err != nil || !ok {
+			t.Fatalf("group after the failed deletion: exists %v, %v", ok, err)
 		}
 	})
 }
