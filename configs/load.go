@@ -355,15 +355,20 @@ type numberParser struct {
 }
 
 func (p *numberParser) Unmarshal(b []byte) (map[string]any, error) {
+	m, err := p.YAML.Unmarshal(b) // first: it refuses what the walk below could not end on (an anchor within itself)
+	if err != nil {
+		return nil, err
+	}
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(b, &doc); err == nil && len(doc.Content) > 0 {
 		p.numbers = numberLiterals(doc.Content[0])
 	}
-	return p.YAML.Unmarshal(b)
+	return m, nil
 }
 
 // numberLiterals maps each key under root, at any depth, its parts joined by "." as koanf joins them
-// (a dotted key, node.id: 010, counts as written), to the text of its number.
+// (a dotted key, node.id: 010, counts as written), to the text of its number. Keys merged in with <<:
+// give way to the mapping's own, and earlier merged mappings to later ones, as YAML merges them.
 func numberLiterals(root *yamlv3.Node) map[string]string {
 	out := make(map[string]string)
 	var walk func(n *yamlv3.Node, prefix string)
@@ -373,12 +378,24 @@ func numberLiterals(root *yamlv3.Node) map[string]string {
 		}
 		switch {
 		case n.Kind == yamlv3.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				key := n.Content[i].Value
-				if n.Content[i].Tag == "!!merge" { // <<: *anchor: its keys are this mapping's
-					walk(n.Content[i+1], prefix)
+			for i := 0; i+1 < len(n.Content); i += 2 { // merged keys first: the mapping's own win
+				if n.Content[i].Tag != "!!merge" {
 					continue
 				}
+				v := n.Content[i+1]
+				if v.Kind == yamlv3.SequenceNode {
+					for j := len(v.Content) - 1; j >= 0; j-- { // the first merged mapping wins
+						walk(v.Content[j], prefix)
+					}
+				} else {
+					walk(v, prefix)
+				}
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Tag == "!!merge" {
+					continue
+				}
+				key := n.Content[i].Value
 				if prefix != "" {
 					key = prefix + "." + key
 				}

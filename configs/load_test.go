@@ -323,6 +323,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "yaml octal int", yaml: "node:\n  id: 010\n", wantKey: "node.id", wantMsg: `"010"`},
 		{name: "yaml 0o octal int", yaml: "node:\n  id: 0o10\n", wantKey: "node.id", wantMsg: `"0o10"`},
 		{name: "yaml dotted key octal int", yaml: "node.id: 010\n", wantKey: "node.id", wantMsg: `"010"`},
+		{name: "yaml merged octal int", yaml: "node:\n  <<: [{id: 010}]\n", wantKey: "node.id", wantMsg: `"010"`},
 		{name: "yaml hex int", yaml: "redis:\n  db: 0x1\n", wantKey: "redis.db", wantMsg: `"0x1"`},
 		{name: "yaml underscored int", yaml: "kafka:\n  tail_cache_bytes: 1_000\n", wantKey: "kafka.tail_cache_bytes", wantMsg: `"1_000"`},
 		{name: "yaml exponent int", yaml: "topics:\n  partitions: 1e1\n", wantKey: "topics.partitions", wantMsg: `"1e1"`},
@@ -422,4 +423,27 @@ func TestExampleFiles(t *testing.T) {
 			t.Fatalf("redis = %+v, want cluster with 3 seeds", got.Redis)
 		}
 	})
+}
+
+// TestLoadYAMLMergesAndAnchors: the base-10 check reads merged keys as YAML merges them (the mapping's
+// own key wins over a merged one), and a file whose anchor contains itself is refused, not walked for
+// good.
+func TestLoadYAMLMergesAndAnchors(t *testing.T) {
+	c, err := Load([]string{"--config", writeYAML(t, "node:\n  id: 5\n  <<: {id: 7}\n")}, nil)
+	if err != nil || c.Node.ID != 5 {
+		t.Fatalf("node.id %d, %v; want the mapping's own 5", c.Node.ID, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Load([]string{"--config", writeYAML(t, "node: &a\n  x: *a\n")}, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("an anchor within itself loaded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an anchor within itself: Load did not return")
+	}
 }
