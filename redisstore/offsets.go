@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -124,22 +125,32 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	return errs
 }
 
-// maxIndexedGroups bounds the groups a store remembers having added to the groups set.
-const maxIndexedGroups = 100_000
+// maxIndexedGroups bounds the groups a store remembers having added to the groups set, and
+// indexedFor how long it trusts that: a deletion through another gateway removes a group from the set
+// without this store knowing.
+const (
+	maxIndexedGroups = 100_000
+	indexedFor       = time.Minute
+)
 
 // groupIndexed is what the SADD of group to the groups set (its error err) makes of a commit: a
-// failure when the group may not be listed, nothing when this store added it before. The set lives on
-// one master: while that one fails over, the commits of groups listed already go on.
+// failure when the group may not be listed, nothing when this store added it within indexedFor. The
+// set lives on one master: while that one fails over, the commits of groups listed already go on.
 func (s *Store) groupIndexed(group string, err error) error {
+	now := time.Now().UnixNano()
 	if err == nil {
-		if _, known := s.indexed.Load(group); !known && s.nIndexed.Load() < maxIndexedGroups {
-			if _, loaded := s.indexed.LoadOrStore(group, struct{}{}); !loaded {
+		if at, known := s.indexed.Load(group); known {
+			at.(*atomic.Int64).Store(now)
+		} else if s.nIndexed.Load() < maxIndexedGroups {
+			at := &atomic.Int64{}
+			at.Store(now)
+			if _, loaded := s.indexed.LoadOrStore(group, at); !loaded {
 				s.nIndexed.Add(1)
 			}
 		}
 		return nil
 	}
-	if _, known := s.indexed.Load(group); known {
+	if at, known := s.indexed.Load(group); known && now-at.(*atomic.Int64).Load() < int64(indexedFor) {
 		return nil
 	}
 	return err

@@ -483,4 +483,13 @@ func TestGroupIndexedFailure(t *testing.T) {
 	if err := s.groupIndexed("g", down); err != down {
 		t.Fatalf("deleted group: %v, want the SADD's error", err)
 	}
+	// Listed longer ago than indexedFor: it may have been deleted through another gateway since.
+	if err := s.groupIndexed("h", nil); err != nil {
+		t.Fatal(err)
+	}
+	at, _ := s.indexed.Load("h")
+	at.(*atomic.Int64).Add(-int64(indexedFor))
+	if err := s.groupIndexed("h", down); err != down {
+		t.Fatalf("group listed %v ago: %v, want the SADD's error", indexedFor, err)
+	}
 }

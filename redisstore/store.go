@@ -69,8 +69,9 @@ type Store struct {
 	// nodeObserver is Observe's observer on a cluster, told of the appends' pipelines (nil: none, or
 	// a standalone server, whose client's hooks see them).
 	nodeObserver CommandObserver
-	// indexed holds groups this store added to the groups set (up to maxIndexedGroups), whose commits
-	// do not fail when adding them again does (groupIndexed).
+	// indexed holds groups this store added to the groups set (up to maxIndexedGroups), each with when
+	// it last did (*atomic.Int64, unix ns): their commits do not fail when adding them again does
+	// (groupIndexed).
 	indexed  sync.Map
 	nIndexed atomic.Int64
 }
