@@ -399,6 +399,13 @@ func numberLiterals(root *yamlv3.Node) map[string]string {
 				if prefix != "" {
 					key = prefix + "." + key
 				}
+				// The mapping's own value replaces a merged one whole (YAML merges are shallow),
+				// even when it is no number.
+				for k := range out {
+					if k == key || strings.HasPrefix(k, key+".") {
+						delete(out, k)
+					}
+				}
 				walk(n.Content[i+1], key)
 			}
 		case n.Kind == yamlv3.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float"):

@@ -433,6 +433,10 @@ func TestLoadYAMLMergesAndAnchors(t *testing.T) {
 	if err != nil || c.Node.ID != 5 {
 		t.Fatalf("node.id %d, %v; want the mapping's own 5", c.Node.ID, err)
 	}
+	c, err = Load([]string{"--config", writeYAML(t, "node:\n  <<: {id: 010}\n  id: \"8\"\n")}, nil)
+	if err != nil || c.Node.ID != 8 {
+		t.Fatalf("node.id %d, %v; want the mapping's own \"8\", the merged 010 replaced", c.Node.ID, err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := Load([]string{"--config", writeYAML(t, "node: &a\n  x: *a\n")}, nil)

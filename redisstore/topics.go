@@ -162,16 +162,19 @@ return 1
 // step with the match: a topic deleted and created again through another gateway in the instant
 // between the read and the partition deletes loses its fresh keys.
 func (s *Store) deleteTopic(parent context.Context, name string, match func(Topic) bool) error {
-	ctx, cancel := s.bound(parent)
-	defer cancel()
 	var cleared int32 // partitions [0, cleared) of topic ID clearedID have lost their keys
 	var clearedID [16]byte
-	for {
+	// Each pass has command timeouts of its own (the offsets' drop can take long); an entry that keeps
+	// changing under the deletion ends it after maxDeletePasses.
+	for range maxDeletePasses {
+		ctx, cancel := s.bound(parent)
 		raw, t, err := s.topicEntry(ctx, name)
 		if err != nil {
+			cancel()
 			return err
 		}
 		if !match(t) {
+			cancel()
 			return ErrUnknownTopic
 		}
 		if t.ID != clearedID {
@@ -187,6 +190,7 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 				pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
+				cancel()
 				return err
 			}
 			cleared = t.Partitions
@@ -194,9 +198,11 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 			// (every group is visited), while the name is still taken: a topic created again under
 			// it meanwhile would have its fresh commits deleted too.
 			if err := s.dropTopicOffsets(parent, name, cleared); err != nil {
+				cancel()
 				return err
 			}
 		}
+		cancel()
 		rctx, rcancel := s.bound(parent)
 		res, err := removeTopicScript.Run(rctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
 		rcancel()
@@ -208,9 +214,13 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 			// cluster client sent it again after a lost reply. Either way the topic is gone.
 			return nil
 		}
-		// Changed under us: read it again. ctx bounds the loop.
+		// Changed under us: read it again.
 	}
+	return fmt.Errorf("redisstore: delete topic %q: its registry entry kept changing", name)
 }
+
+// maxDeletePasses bounds the passes of a topic deletion whose registry entry changes under it.
+const maxDeletePasses = 10
 
 // dropGroupsBatch is how many groups' offsets one pipeline of dropTopicOffsets drops, each pipeline
 // within a command timeout of its own.
