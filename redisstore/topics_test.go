@@ -446,3 +446,26 @@ func TestDeleteTopicEntryChangedDuringDrop(t *testing.T) {
 		t.Fatalf("topic after DeleteTopic: %v", err)
 	}
 }
+
+// TestDeleteTopicNameTakenDuringDrop: the groups' offsets on a deleted topic are dropped while its
+// name is still registered, so no topic can be created under it meanwhile and have its fresh commits
+// dropped with the old topic's.
+func TestDeleteTopicNameTakenDuringDrop(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx := t.Context()
+	s := openStore(t, Options{Addrs: []string{standalone.Addr}})
+	mustCreateTopic(t, s, "renamed", 1)
+	mustCommit(t, s, "old-group", time.Now(), OffsetCommit{Topic: "renamed", Offset: 3})
+	var createErr error
+	s.Client().AddHook(&slowDrops{change: func() {
+		createErr = s.CreateTopic(context.Background(), Topic{Name: "renamed", Partitions: 1, Created: time.Now().UnixMilli()})
+	}})
+	if err := s.DeleteTopic(ctx, "renamed"); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(createErr, ErrTopicExists) {
+		t.Fatalf("create under the name while its offsets were dropped: %v, want ErrTopicExists", createErr)
+	}
+}
