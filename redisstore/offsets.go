@@ -89,7 +89,8 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	}
 	pipe := s.rdb.Pipeline()
 	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: a
-	// commit reported stored is indexed (a failed SADD fails the commit, which the client retries).
+	// commit reported stored is listed (a failed SADD fails the commit of a group not listed lately,
+	// which the client retries: groupIndexed).
 	indexed := pipe.SAdd(ctx, s.keys.groups(), group)
 	cmds := make([]*redis.Cmd, len(commits))
 	for i, c := range commits {
