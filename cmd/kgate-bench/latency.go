@@ -257,15 +257,19 @@ func (b *bench) tailConsumer(ctx context.Context, topic string, parts int) (*kgo
 }
 
 // pace calls emit every millisecond with the records due by then at rate, until total were emitted.
-func pace(ctx context.Context, rate float64, total int64, emit func(from, to int64)) error {
+// Each record's latency counts from when it was due (dueAt), not from when emit ran: a pacer held up
+// (a producer's full buffer, the garbage collector) would otherwise hide the wait of every record due
+// meanwhile (coordinated omission), and a tick's records would all count from its end.
+func pace(ctx context.Context, rate float64, total int64, emit func(from, to int64, dueAt func(i int64) time.Time)) error {
 	start := time.Now()
+	dueAt := func(i int64) time.Time { return start.Add(time.Duration(float64(i) / rate * float64(time.Second))) }
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	var sent int64
 	for sent < total {
 		due := min(int64(rate*time.Since(start).Seconds())+1, total)
 		if due > sent {
-			emit(sent, due)
+			emit(sent, due, dueAt)
 			sent = due
 		}
 		select {
@@ -341,10 +345,9 @@ func (b *bench) latencyKgate(ctx context.Context, topic string, parts, size int,
 	keys := recordKeys(b.o.keyBytes)
 	tail := randomBytes(size)
 	m0 := b.markCPU()
-	err = pace(ctx, rate, total, func(from, to int64) {
-		now := time.Since(start)
+	err = pace(ctx, rate, total, func(from, to int64, dueAt func(int64) time.Time) {
 		for i := from; i < to; i++ {
-			v := stampedValue(tail, now, i < warmN)
+			v := stampedValue(tail, dueAt(i).Sub(start), i < warmN)
 			prod.Produce(ctx, &kgo.Record{Key: keys[i%int64(len(keys))], Value: v}, promise)
 		}
 	})
@@ -433,7 +436,7 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 
 	type tickBatch struct {
 		from, to int64
-		at       time.Duration
+		dueAt    func(int64) time.Time
 	}
 	sendq := make(chan tickBatch, 1<<16)
 	senderErr := make(chan error, 1)
@@ -444,7 +447,7 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 			pipe := rdb.Pipeline()
 			ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
 			for i := tb.from; i < tb.to; i++ {
-				v := stampedValue(tail, tb.at, i < warmN)
+				v := stampedValue(tail, tb.dueAt(i).Sub(start), i < warmN)
 				pipe.Do(ctx, "XADD", keys[i%int64(parts)], "*", "ts", ts, "key", rkeys[i%int64(len(rkeys))], "value", v)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
@@ -457,8 +460,8 @@ func (b *bench) latencyBaseline(ctx context.Context, topic string, parts, size i
 		senderErr <- nil
 	}()
 	m0 := b.markCPU()
-	err := pace(ctx, rate, total, func(from, to int64) {
-		sendq <- tickBatch{from, to, time.Since(start)}
+	err := pace(ctx, rate, total, func(from, to int64, dueAt func(int64) time.Time) {
+		sendq <- tickBatch{from, to, dueAt}
 	})
 	close(sendq)
 	if serr := <-senderErr; err == nil {
