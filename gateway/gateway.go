@@ -112,6 +112,9 @@ type Gateway struct {
 	cfg   Config
 	store *redisstore.Store
 	log   zerolog.Logger
+	// producersExpired is when the retention pass last dropped idle producers' state (owned by the
+	// retention goroutine).
+	producersExpired time.Time
 	// refusedLog logs connections refused at kafka.max_connections, at most once per 10 s: clients
 	// reconnect in a loop, and a line each would flood the log.
 	refusedLog zerolog.Logger

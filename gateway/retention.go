@@ -7,8 +7,8 @@ import (
 )
 
 // runRetention enforces retention.ms: records older than the topic's retention are deleted by moving
-// the log start offset (as DeleteRecords does). The same pass drops the idempotence state of producers
-// idle for ProducerIDExpiration. Each gateway handles the partitions it leads, so the
+// the log start offset (as DeleteRecords does). Every producerExpiryEvery, the same pass drops the
+// idempotence state of producers idle for ProducerIDExpiration. Each gateway handles the partitions it leads, so the
 // work is spread and not repeated. Apache deletes whole segments, so it keeps some older records for a
 // while; kgate deletes record by record and keeps none.
 func (g *Gateway) runRetention(ctx context.Context) {
@@ -18,10 +18,20 @@ func (g *Gateway) runRetention(ctx context.Context) {
 // afterRetentionScan, set by tests, runs between a partition's scan and its trim.
 var afterRetentionScan func()
 
+// producerExpiryEvery is how often the retention pass also drops idle producers' state, as Apache
+// checks every producer.id.expiration.check.interval.ms (10 min): the expiry reads a partition's
+// whole producer state in one script, which with hundreds of thousands of producers in a partition
+// holds Redis for about a second, and is needed only once state is a day old.
+const producerExpiryEvery = 10 * time.Minute
+
 func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 	topics, err := g.topics.all(ctx)
 	if err != nil {
 		return
+	}
+	expire := g.cfg.ProducerIDExpiration > 0 && now.Sub(g.producersExpired) >= producerExpiryEvery
+	if expire {
+		g.producersExpired = now
 	}
 	for name, t := range topics {
 		v, _ := g.topicConfig(t, "retention.ms")
@@ -34,7 +44,7 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 				led = append(led, p)
 			}
 		}
-		if g.cfg.ProducerIDExpiration > 0 && len(led) > 0 {
+		if expire && len(led) > 0 {
 			if n, err := g.store.ExpireProducers(ctx, name, led, now.Add(-g.cfg.ProducerIDExpiration), now); err == nil && n > 0 {
 				g.log.Debug().Str("topic", name).Int("producers", n).Msg("idle producers' state dropped")
 			}
