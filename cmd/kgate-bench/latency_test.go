@@ -42,3 +42,16 @@ func TestPaceStampsDueTimes(t *testing.T) {
 		t.Fatalf("records due while the pacer was held up 30 ms were at most %v late by their stamps", lateness)
 	}
 }
+
+// TestBaselineSplit: the produce baseline writes a request as the gateway does: a request of one
+// partition's batch, or of fewer than 256 records, as one pipeline; larger ones of several partitions
+// as up to four at once, of 128 records or more each.
+func TestBaselineSplit(t *testing.T) {
+	for _, tc := range []struct{ perReq, perBatch, want int }{
+		{1, 4000, 1}, {8, 669, 4}, {62, 96, 4}, {3, 50, 1}, {2, 128, 2}, {3, 100, 2},
+	} {
+		if got := baselineSplit(tc.perReq, tc.perBatch); got != tc.want {
+			t.Errorf("%d batches of %d records: %d pipelines, want %d", tc.perReq, tc.perBatch, got, tc.want)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.keyBytes, "key-bytes", 8, "record key size in bytes")
 	fs.IntVar(&o.replayBatch, "replay-batch", 150, "records per partition batch in the replay phase")
 	fs.IntVar(&o.replayInflight, "replay-inflight", 1, "produce requests in flight in the replay phase (at most 5, as a Kafka producer)")
-	fs.IntVar(&o.basePipes, "baseline-pipelines", 1, "pipelines in flight in the produce baseline: 1 mirrors the gateway, which answers a connection's requests one at a time and in order, as Kafka brokers do (franz-go may have up to five produce requests in flight, queued on the connection); 2 shows what overlapping consecutive requests could add")
+	fs.IntVar(&o.basePipes, "baseline-pipelines", 1, "requests in flight in the produce baseline (each split into pipelines as the gateway splits one): 1 mirrors the gateway, which answers a connection's requests one at a time and in order, as Kafka brokers do (franz-go may have up to five produce requests in flight, queued on the connection); 2 shows what overlapping consecutive requests could add")
 	fs.DurationVar(&o.consumeTimeout, "consume-timeout", 20*time.Second, "upper bound of each consume run")
 	fs.IntVar(&o.rounds, "rounds", 5, "produce, consume and latency cases alternate kgate and baseline runs this many times (each produce run measures --duration/rounds, each latency run --latency-duration/rounds) and report figures over all of them, so the machine's drift falls on both sides")
 	fs.DurationVar(&o.latDuration, "latency-duration", 5*time.Second, "measured time at each latency rate, for kgate and for the baseline each (split over --rounds runs, each after a warm-up of a tenth of this)")

@@ -198,8 +198,22 @@ func (b *bench) produceKgate(ctx context.Context, topic string, size int, measur
 	return r, nil
 }
 
-// produceBaseline XADDs the same kind of records straight to Redis: each pipeline holds perReq
-// batches of perBatch records, each batch on the next partition, as one kgate Produce request does.
+// baseSplitMin and baseSplitMax are redisstore's appendSplitMin and appendSplitMax: the fewest records
+// per pipeline and the most pipelines a request of several partitions is written as.
+const (
+	baseSplitMin = 128
+	baseSplitMax = 4
+)
+
+// baselineSplit is how many pipelines at once a request of perReq batches of perBatch records goes
+// out as: up to baseSplitMax, each of at least baseSplitMin records, one batch at least.
+func baselineSplit(perReq, perBatch int) int {
+	return max(1, min(baseSplitMax, perReq, perReq*perBatch/baseSplitMin))
+}
+
+// produceBaseline XADDs the same kind of records straight to Redis: each request holds perReq
+// batches of perBatch records, each batch on the next partition, as one kgate Produce request does,
+// and goes out as the gateway writes one (split into pipelines at once; see split).
 // Its streams are removed afterwards (the consume baseline reads kgate's own streams).
 func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, perBatch, perReq int, measure time.Duration) (produceRun, error) {
 	rdb := b.base.Client()
@@ -215,25 +229,37 @@ func (b *bench) produceBaseline(ctx context.Context, topic string, parts, size, 
 		firstErr firstError
 		wg       sync.WaitGroup
 	)
+	// A request of several partitions goes out as up to baseSplitMax pipelines at once, of at least
+	// baseSplitMin records each, as the gateway writes one (redisstore's appendSplitMin and
+	// appendSplitMax): one pipeline would leave the baseline less parallel than kgate.
+	split := baselineSplit(perReq, perBatch)
 	// Entry IDs are Redis's own (*): with several pipelines in flight, explicit IDs would race.
 	for w := range b.o.basePipes {
 		wg.Go(func() {
 			j, i := w, 0
 			for !stop.Load() && ctx.Err() == nil {
-				pipe := rdb.Pipeline()
 				ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
-				for range perReq {
-					k := keys[j%parts]
-					j++
-					for range perBatch {
-						pipe.Do(ctx, "XADD", k, "*", "ts", ts, "key", rkeys[i%len(rkeys)], "value", value)
-						i++
+				var sent sync.WaitGroup
+				for s := range split {
+					from, to := s*perReq/split, (s+1)*perReq/split
+					pipe := rdb.Pipeline()
+					for bi := from; bi < to; bi++ {
+						k := keys[(j+bi)%parts]
+						for r := range perBatch {
+							pipe.Do(ctx, "XADD", k, "*", "ts", ts, "key", rkeys[(i+bi*perBatch+r)%len(rkeys)], "value", value)
+						}
 					}
+					sent.Go(func() {
+						if _, err := pipe.Exec(ctx); err != nil {
+							firstErr.set(err)
+						}
+					})
 				}
-				if _, err := pipe.Exec(ctx); err != nil {
-					firstErr.set(err)
+				sent.Wait()
+				if firstErr.get() != nil {
 					return
 				}
+				j, i = j+perReq, i+perReq*perBatch
 				total.Add(int64(perReq * perBatch))
 			}
 		})
