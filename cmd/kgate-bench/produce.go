@@ -90,7 +90,7 @@ func (r produceRun) plus(s produceRun) produceRun {
 func (b *bench) producePhase(ctx context.Context) error {
 	b.rep.meta("producer", fmt.Sprintf("franz-go, acks=-1, idempotent, linger=%v, max batch %d B, at most %d records buffered, no compression, round-robin partitioner, %d B keys; values are random bytes",
 		b.o.linger, b.o.batchBytes, b.o.buffered, b.o.keyBytes))
-	b.rep.meta("produce", fmt.Sprintf("each case: %d rounds of kgate then baseline, each run %v warm-up + %v measured; baseline: go-redis pipelined XADD * (ts, key, value) of the same records, batches of the records/batch kgate's requests carried, batches/request per pipeline, %d pipeline(s) in flight; MB/s counts values, 1 MB = 10^6 B",
+	b.rep.meta("produce", fmt.Sprintf("each case: %d rounds of kgate then baseline, each run %v warm-up + %v measured; baseline: go-redis pipelined XADD * (ts, key, value) of the same records, batches of the records/batch kgate's requests carried in the same round, batches/request per request, a request of several partitions split into up to 4 pipelines at once of 128 records or more as the gateway splits one, %d request(s) in flight; MB/s counts values, 1 MB = 10^6 B",
 		b.o.rounds, b.o.warmup, b.o.duration/time.Duration(b.o.rounds), b.o.basePipes))
 	for _, size := range b.o.sizes {
 		for _, parts := range b.o.partitions {
