@@ -275,7 +275,18 @@ func soAdmin(ctx context.Context, seeds []string, fn func(*kadm.Client) error) e
 }
 
 // describeCoordinator returns the group's coordinator, state and member count as kadm describes it.
+// A failed answer (COORDINATOR_NOT_AVAILABLE while a gateway's view of the gateway set settles after
+// one joined, which clients retry) is asked again, for up to 10 s.
 func describeCoordinator(ctx context.Context, seeds []string, group string) (coord int32, state string, members int, err error) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		coord, state, members, err = describeCoordinatorOnce(ctx, seeds, group)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return coord, state, members, err
+		}
+	}
+}
+
+func describeCoordinatorOnce(ctx context.Context, seeds []string, group string) (coord int32, state string, members int, err error) {
 	coord = -1
 	err = soAdmin(ctx, seeds, func(adm *kadm.Client) error {
 		dg, err := adm.DescribeGroups(ctx, group)
