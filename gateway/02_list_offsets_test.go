@@ -3,12 +3,9 @@ package gateway
 import (
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kgate/kgate/redisstore"
 )
 
 // TestListOffsetsAsApacheRefuses: as on Apache, a partition listed twice in one ListOffsets answers
@@ -16,9 +13,7 @@ import (
 // v7, -4 before v8, anything below -4) answers UNSUPPORTED_VERSION.
 func TestListOffsetsAsApacheRefuses(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "lo", Partitions: 2, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "lo", 2)
 	c := &conn{g: g}
 	codes := func(version int16, parts []int32, ts []int64) []int16 {
 		t.Helper()

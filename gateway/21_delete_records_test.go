@@ -20,9 +20,7 @@ func TestDeleteRecordsTimeoutBoundsRequest(t *testing.T) {
 	const cmdTimeout = time.Second
 	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: cmdTimeout})
 	ctx := t.Context()
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "dr", Partitions: 8, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "dr", 8)
 	g := New(Config{}, store, zerolog.Nop())
 	holdTopicView(t, ctx, g)
 	c := &conn{g: g}

@@ -21,9 +21,7 @@ func miniredisGateway(t *testing.T) (context.Context, *conn, *miniredis.Miniredi
 	store := openStoreAt(t, m.Addr(), redisstore.Options{DialTimeout: 200 * time.Millisecond, CommandTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "t", 1)
 	return ctx, &conn{g: New(Config{}, store, zerolog.Nop())}, m
 }
 

@@ -305,9 +305,7 @@ func TestResubscribeWakesLongPolls(t *testing.T) {
 	store := openStoreAt(t, srv.Addr, redisstore.Options{})
 	ctx := t.Context()
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "resub", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "resub", 1)
 	subscribers := func() int {
 		list, _ := store.Client().Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text()
 		return strings.Count(list, "id=")

@@ -132,9 +132,7 @@ func closeTestConn(t *testing.T, ctx context.Context, client net.Conn, served ch
 // "appender", one partition); served is closed when the gateway is done with the connection.
 func serveTestConn(t *testing.T) (ctx context.Context, client net.Conn, served chan struct{}) {
 	ctx, g, store := embeddedGateway(t, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "appender", 1)
 	client, served = servePipe(t, g)
 	return ctx, client, served
 }
@@ -353,9 +351,7 @@ func TestApiVersionsSoftwareName(t *testing.T) {
 // store (its topic cache has one), so the appender's Append panics.
 func TestPanicClosesTheConnection(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "appender", 1)
 	g.store = nil
 	g.tail.watch([]partKey{{"appender", 0}}) // so the append registers with the tail cache
 	client, served := servePipe(t, g)
@@ -397,9 +393,7 @@ func TestConnectionNotReadClosed(t *testing.T) {
 // an idle timeout of 300 ms, and the whole answer arrives.
 func TestSlowSteadyReaderNotIdle(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "slow", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "slow", 1)
 	appendValues(t, ctx, store, "slow", 0, 32, 96<<10) // a first read takes up to 32 records
 	client, _ := servePipe(t, g)
 	if _, err := client.Write(requestFrame(fetchRequest("slow", 0, 0, 4<<20, 4<<20), 1)); err != nil {
@@ -429,10 +423,8 @@ func TestSlowSteadyReaderNotIdle(t *testing.T) {
 // back for each megabyte read, not once per buffer, which grows to many megabytes. Here a 5 MiB
 // request arrives at about 6 MiB/s against an idle timeout of 400 ms, and is answered.
 func TestSlowSteadySenderNotIdle(t *testing.T) {
-	ctx, g, store := embeddedGateway(t, Config{IdleTimeout: 400 * time.Millisecond})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "appender", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	_, g, store := embeddedGateway(t, Config{IdleTimeout: 400 * time.Millisecond})
+	createTopic(t, store, "appender", 1)
 	client, _ := servePipe(t, g)
 	frame := produceFrameOf(t, 7, make([]byte, 5<<20))
 	start := time.Now()
@@ -464,11 +456,9 @@ func (w *countingLog) Write(p []byte) (int, error) {
 // beyond what a request may wait by design. A request with no wait of its own still is.
 func TestSlowRequestLogLeavesLongPollsOut(t *testing.T) {
 	slow := &countingLog{match: "slow request"}
-	ctx, _, store := embeddedGateway(t, Config{})
+	_, _, store := embeddedGateway(t, Config{})
 	g := New(Config{SlowRequest: 100 * time.Millisecond}, store, zerolog.New(slow))
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "quiet", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "quiet", 1)
 	client, _ := servePipe(t, g)
 	req := fetchRequest("quiet", 0, 0, 1<<20, 1<<20)
 	req.MaxWaitMillis = 300

@@ -137,7 +137,7 @@ func TestSizingForgottenWithTopic(t *testing.T) {
 		}
 	}
 	cache := newTopicCache(store)
-	if err := cache.refresh(ctx); err != nil {
+	if _, err := cache.all(ctx); err != nil {
 		t.Fatal(err)
 	}
 	has := func(topic string) bool {
@@ -158,7 +158,7 @@ func TestSizingForgottenWithTopic(t *testing.T) {
 	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "again", ID: [16]byte{'A'}, Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cache.refresh(ctx); err != nil {
+	if _, err := cache.all(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if has("gone") || has("again") || !has("kept") {
@@ -736,9 +736,7 @@ func TestEncodeRecordsPoolKeepsNoReply(t *testing.T) {
 func TestListOffsetsOneRoundTripPerTopic(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	const parts = 200
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "lag", Partitions: parts, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "lag", parts)
 	for p := range int32(3) {
 		appendValues(t, ctx, store, "lag", p, int(p)+1, 10)
 	}
@@ -786,9 +784,7 @@ func TestFetchManyPartitionsShareBuffers(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	const name, parts = "many-small", 500
 	t.Cleanup(func() { forgetSizing(name) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: parts, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, name, parts)
 	var batches []*redisstore.Batch
 	for p := range int32(parts) {
 		batches = append(batches, &redisstore.Batch{Topic: name, Partition: p, ProducerID: -1,
@@ -900,9 +896,7 @@ func TestFetchWaitCapped(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{IdleTimeout: 300 * time.Millisecond})
 	const name = "wait-capped"
 	t.Cleanup(func() { forgetSizing(name) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, name, 1)
 	req := fetchRequest(name, 0, 0, 1<<20, 1<<20)
 	req.MaxWaitMillis = 1 << 30 // about 12 days
 	start := time.Now()
@@ -921,9 +915,7 @@ func TestFetchUnseenEmptyPartitionLeavesRoom(t *testing.T) {
 	ctx, g, store := redisGateway(t, Config{})
 	const name = "unseen-empty"
 	t.Cleanup(func() { forgetSizing(name) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 2, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, name, 2)
 	appendValues(t, ctx, store, name, 1, 10, 100)
 	req := fetchRequest(name, 0, 0, 1<<20, 1<<20)
 	req.MaxWaitMillis = 5000
@@ -951,9 +943,7 @@ func TestFetchCaughtUpReadsSmallBuffers(t *testing.T) {
 	ctx, g, store := redisGateway(t, Config{})
 	const name, parts = "idle-large", 200
 	t.Cleanup(func() { forgetSizing(name) })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: parts, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, name, parts)
 	for p := range int32(parts) {
 		appendValues(t, ctx, store, name, p, 1, 512<<10)
 	}

@@ -28,9 +28,7 @@ import (
 func TestDeleteGroupOrderedWithCommits(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "raced", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "raced", 1)
 	const group = "racing"
 	c := fetchConn(t, g)
 	commit := func(offset int64) {
@@ -114,9 +112,7 @@ func offsetDeleteCodes(t *testing.T, c *conn, group string, parts map[string][]i
 func TestOffsetDeleteUnknownPartitions(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "od", Partitions: 2, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "od", 2)
 	commits := []redisstore.OffsetCommit{{Topic: "od", Partition: 0, Offset: 1}, {Topic: "od-deleted", Partition: 0, Offset: 2}}
 	for _, err := range store.CommitOffsets(ctx, "od-group", commits, time.Now()) {
 		if err != nil {
@@ -140,9 +136,7 @@ func TestOffsetDeleteUnknownPartitions(t *testing.T) {
 func TestOffsetDeleteCoordinatorClosed(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "cc", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "cc", 1)
 	if errs := store.CommitOffsets(ctx, "cc-group", []redisstore.OffsetCommit{{Topic: "cc", Partition: 0, Offset: 3}}, time.Now()); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -187,11 +181,9 @@ func (w *blockingWriter) Write(b []byte) (int, error) {
 // read a large answer kept the lock, and a deletion waiting for it held up the commits of every group
 // sharing its stripe.
 func TestAdminResetReleasesGroupBeforeAnswering(t *testing.T) {
-	ctx, _, store := embeddedGateway(t, Config{})
+	_, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "reset", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "reset", 1)
 	w := &blockingWriter{header: http.Header{}, writing: make(chan struct{}), release: make(chan struct{})}
 	defer close(w.release)
 	req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/resetting/offsets", strings.NewReader(`{"topic":"reset","to":"earliest"}`))
@@ -223,9 +215,7 @@ func TestOffsetFetchErrorListsNoPartitions(t *testing.T) {
 	m := startMiniredis(t)
 	store := openStoreAt(t, m.Addr(), redisstore.Options{CommandTimeout: 500 * time.Millisecond})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "of", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "of", 1)
 	if errs := store.CommitOffsets(ctx, "of-group", []redisstore.OffsetCommit{{Topic: "of", Partition: 0, Offset: 42}}, time.Now()); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -273,9 +263,7 @@ func TestOffsetFetchErrorListsNoPartitions(t *testing.T) {
 func TestOffsetCommitUnknownTopicBeforeMember(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "oc", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "oc", 1)
 	req := commitRequest("oc-group", 5, "stale", "no-such-topic", 1, 0)
 	req.Topics = append(req.Topics, commitRequest("", 0, "", "oc", 1, 3).Topics[0], commitRequest("", 0, "", "oc", 1, 0).Topics[0])
 	r, err := fetchConn(t, g).offsetCommit(ctx, req)
@@ -324,9 +312,7 @@ func TestAdminResetRefusedWhenMemberJoined(t *testing.T) {
 	p := redistest.StartProxy(t, m.Addr())
 	store := openStoreAt(t, p.Addr(), redisstore.Options{})
 	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "rt", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "rt", 1)
 	holdTopicView(t, ctx, g)
 	p.Hold() // the reset's reads of Redis wait
 	answered := make(chan *httptest.ResponseRecorder, 1)
@@ -375,9 +361,7 @@ func TestAdminResetRefusedWhenMemberJoined(t *testing.T) {
 func TestAdminPostsNeedJSON(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "pj", Partitions: 2, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "pj", 2)
 	post := func(path, contentType, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 		if contentType != "" {
@@ -456,9 +440,7 @@ func TestFailedCommitNotCounted(t *testing.T) {
 	m := startMiniredis(t)
 	store := openStoreAt(t, m.Addr(), redisstore.Options{CommandTimeout: 300 * time.Millisecond})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "nc", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "nc", 1)
 	holdTopicView(t, ctx, g)
 	m.Close()
 	resp, err := fetchConn(t, g).offsetCommit(ctx, commitRequest("not-counted", -1, "", "nc", 1, 0))

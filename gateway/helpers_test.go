@@ -81,3 +81,11 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 	}
 }
+
+// createTopic registers a topic of partitions partitions in store, failing the test otherwise.
+func createTopic(t *testing.T, store *redisstore.Store, name string, partitions int32) {
+	t.Helper()
+	if err := store.CreateTopic(t.Context(), redisstore.Topic{Name: name, Partitions: partitions, Created: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+}

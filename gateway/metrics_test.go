@@ -20,9 +20,7 @@ import (
 func TestMetricsWithNonUTF8Group(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{LagMetrics: true, LagMaxSeries: 10})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "t", 1)
 	for _, group := range []string{"bad\xffgroup", "good-group"} {
 		if errs := store.CommitOffsets(ctx, group, []redisstore.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
 			t.Fatal(errs[0])
@@ -46,9 +44,7 @@ func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
 	g, _ := serveOn(t, store, Config{LagMetrics: true, LagMaxSeries: 10})
 	created := func(partitions int32) {
 		t.Helper()
-		if err := store.CreateTopic(ctx, redisstore.Topic{Name: "gone", Partitions: partitions, Created: time.Now().UnixMilli()}); err != nil {
-			t.Fatal(err)
-		}
+		createTopic(t, store, "gone", partitions)
 		g.topics.invalidate()
 	}
 	created(2)
@@ -97,9 +93,7 @@ func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
 func TestMetricsForgetDeletedTopicsAndGroups(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "fleeting", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "fleeting", 1)
 	// The group has an offset on another topic too, so it outlives the topic's deletion (which drops
 	// the group's offsets on it).
 	commits := []redisstore.OffsetCommit{{Topic: "fleeting", Partition: 0, Offset: 0}, {Topic: "lasting", Partition: 0, Offset: 0}}
@@ -139,9 +133,7 @@ func TestLagMetricsNotHeldUpByOneGroup(t *testing.T) {
 	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: 10 * time.Second, DialTimeout: time.Second})
 	g, _ := serveOn(t, store, Config{LagMetrics: true, LagMaxSeries: 100})
 	ctx := t.Context()
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "t", 1)
 	groups := []string{"lag-a", "lag-b", "lag-c", "lag-d", "lag-e", "lag-f"}
 	for _, group := range groups {
 		if errs := store.CommitOffsets(ctx, group, []redisstore.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
@@ -189,9 +181,7 @@ func TestCommitMetricGroupsBounded(t *testing.T) {
 // gateway's per-topic series once its topic cache sees it gone, not at the process's end.
 func TestMetricsForgetTopicsDeletedElsewhere(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "gone-elsewhere", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "gone-elsewhere", 1)
 	if _, err := g.topics.get(ctx, "gone-elsewhere"); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +189,7 @@ func TestMetricsForgetTopicsDeletedElsewhere(t *testing.T) {
 	if err := store.DeleteTopic(ctx, "gone-elsewhere"); err != nil { // as another gateway does
 		t.Fatal(err)
 	}
-	if err := g.topics.refresh(ctx); err != nil {
+	if _, err := g.topics.all(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if mProduced.DeleteLabelValues("gone-elsewhere") { // true: the series was still there

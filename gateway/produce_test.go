@@ -8,7 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/protocol"
-	"github.com/kgate/kgate/redisstore"
 )
 
 // A request's batches decompress to at most the largest frame accepted in all: three zstd batches of
@@ -16,9 +15,7 @@ import (
 // the budget spent (MESSAGE_TOO_LARGE) and the connection's queue counts the other two's 800 KiB.
 func TestProduceDecompressionBounded(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{MaxFrameBytes: 1 << 20})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "zeros", Partitions: 3, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "zeros", 3)
 	now := time.Now().UnixMilli()
 	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
 		PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,

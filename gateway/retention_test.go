@@ -45,22 +45,31 @@ func TestRetentionKeepsRecordsAppendedDuringItsScan(t *testing.T) {
 	}
 }
 
-// The retention pass drops the state of producers idle for ProducerIDExpiration in the partitions this
-// gateway leads, on topics kept forever too; a producer active within it keeps its state.
-func TestRetentionExpiresIdleProducers(t *testing.T) {
-	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0", ProducerIDExpiration: time.Hour})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "forever", Partitions: 1, Configs: map[string]string{"retention.ms": "-1"}}); err != nil {
+// expiryGateway is a gateway listening (so it leads every partition) with producer state expiring after
+// expiration, over a store holding topic, kept forever; produce appends one record of producer pid at
+// sequence seq to its partition 0.
+func expiryGateway(t *testing.T, expiration time.Duration, topic string) (g *Gateway, produce func(pid int64, seq int32) error) {
+	t.Helper()
+	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0", ProducerIDExpiration: expiration})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: topic, Partitions: 1, Configs: map[string]string{"retention.ms": "-1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Listen(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer g.ln.Close()
-	produce := func(pid int64, seq int32) error {
-		b := &redisstore.Batch{Topic: "forever", Partition: 0, ProducerID: pid, BaseSequence: seq, KnownPartition: true,
+	t.Cleanup(func() { g.ln.Close() })
+	return g, func(pid int64, seq int32) error {
+		b := &redisstore.Batch{Topic: topic, Partition: 0, ProducerID: pid, BaseSequence: seq, KnownPartition: true,
 			Records: []redisstore.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("v")}}}
 		return store.Append(ctx, []*redisstore.Batch{b})[0].Err
 	}
+}
+
+// The retention pass drops the state of producers idle for ProducerIDExpiration in the partitions this
+// gateway leads, on topics kept forever too; a producer active within it keeps its state.
+func TestRetentionExpiresIdleProducers(t *testing.T) {
+	g, produce := expiryGateway(t, time.Hour, "forever")
+	ctx := t.Context()
 	for _, pid := range []int64{21, 22} {
 		if err := produce(pid, 0); err != nil {
 			t.Fatal(err)
@@ -80,19 +89,9 @@ func TestRetentionExpiresIdleProducers(t *testing.T) {
 // producerExpiryEvery, not at every retention pass: the expiry reads a partition's whole producer
 // state in one script, which holds Redis for about a second at 200,000 producers.
 func TestProducerExpiryEveryTenMinutes(t *testing.T) {
-	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0", ProducerIDExpiration: time.Minute})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "kept", Partitions: 1, Configs: map[string]string{"retention.ms": "-1"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Listen(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer g.ln.Close()
-	produce := func(seq int32) error {
-		b := &redisstore.Batch{Topic: "kept", Partition: 0, ProducerID: 23, BaseSequence: seq, KnownPartition: true,
-			Records: []redisstore.Record{{Timestamp: time.Now().UnixMilli(), Value: []byte("v")}}}
-		return store.Append(ctx, []*redisstore.Batch{b})[0].Err
-	}
+	g, produceAs := expiryGateway(t, time.Minute, "kept")
+	ctx := t.Context()
+	produce := func(seq int32) error { return produceAs(23, seq) }
 	if err := produce(0); err != nil {
 		t.Fatal(err)
 	}

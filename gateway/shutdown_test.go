@@ -236,9 +236,7 @@ func TestShutdownWaitsForAdminHandlers(t *testing.T) {
 func TestShutdownAnswerSurvivesUnreadRequest(t *testing.T) {
 	store := shutdownStore(t)
 	ctx := context.Background()
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "large", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "large", 1)
 	t.Cleanup(func() { forgetSizing("large") })
 	appendValues(t, ctx, store, "large", 0, 200, 10<<10)
 	g, stop := serveOn(t, store, Config{})

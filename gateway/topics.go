@@ -48,11 +48,6 @@ func (c *topicCache) fresh(now time.Time) bool {
 	return c.byName != nil && now.Sub(c.loaded) < topicCacheTTL
 }
 
-// refresh reloads the registry.
-func (c *topicCache) refresh(ctx context.Context) error {
-	return c.refreshSince(ctx, time.Time{})
-}
-
 // refreshSince reloads the registry unless a reload that began at or after since has already done so,
 // or failed (one that began earlier may have missed what the caller looks for).
 func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {

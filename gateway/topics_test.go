@@ -20,9 +20,7 @@ func TestTopicCacheReloadsOnceForMany(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	created := func(name string) {
 		t.Helper()
-		if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-			t.Fatal(err)
-		}
+		createTopic(t, store, name, 1)
 	}
 	created("known")
 	c := newTopicCache(store)
@@ -79,9 +77,7 @@ func TestTopicCacheSharesAFailedReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "t", 1)
 	c := newTopicCache(store)
 	if _, err := c.get(ctx, "t"); err != nil {
 		t.Fatal(err)
@@ -128,9 +124,7 @@ func TestTopicCacheSharesAFailedReload(t *testing.T) {
 // entry not yet) does not have every failing fetch read the whole registry.
 func TestTopicCacheInvalidateStaleBounded(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "t", 1)
 	c := newTopicCache(store)
 	reloads := func() int {
 		c.load.Lock()
@@ -165,9 +159,7 @@ func TestTopicCacheInvalidateStaleBounded(t *testing.T) {
 // shared with the lookups after it.
 func TestTopicCacheCancelledLookupNotShared(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
-	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, store, "t", 1)
 	c := newTopicCache(store)
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
