@@ -50,6 +50,7 @@ type fetchPart struct {
 	// says records remain from there to the high watermark.
 	next int64
 	more bool
+	pick recordPick // the records of its read the response takes
 	// seen is the high watermark the fetch's latest read found (seenOK), a state of the partition
 	// after the fetch arrived, and seenAt the tail cache's clock before that read: an own append
 	// recorded after seenAt and based at or above seen answers the fetch (ownAppends).
@@ -148,14 +149,12 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	}
 	// Appends this gateway begins from now on may answer the fetch with their own offsets.
 	arrival := g.tail.arrival()
-	// The record batches are encoded into pooled buffers, handed back once the response is written
-	// (conn.write).
-	bufs := c.outBufs[:0]
 	ahead := true // the first read may be answered by the read-ahead
-	var failed bool
+	var rd fetchRead
 	for rereads := 0; ; {
-		rd := c.readFetch(ctx, parts, maxBytes, &bufs, ahead, &arrival)
-		ahead, failed = false, rd.failed
+		rd = c.readFetch(ctx, parts, maxBytes, ahead, &arrival)
+		ahead = false
+		failed := rd.failed
 		if (rd.partial || rd.short && rereads < maxShortRereads) && !failed && rd.bytes < int(minBytes) {
 			// Records already in Redis may be missing from this answer (appended after the read-ahead
 			// read, or by another gateway whose wake-up merged with that of our own append; or left
@@ -177,13 +176,14 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.
-		failed = c.readFetch(ctx, parts, maxBytes, &bufs, false, &arrival).failed
+		rd = c.readFetch(ctx, parts, maxBytes, false, &arrival)
 		break
 	}
-	c.outBufs = bufs
-	if !failed {
+	if !rd.failed {
+		// Before the encoding, which it overlaps: a consumer catching up waits for this read next.
 		c.readAheadAfter(parts, maxBytes)
 	}
+	c.encodeFetch(parts, rd.results)
 	for _, p := range parts {
 		if n := len(p.resp.RecordBatches); n > 0 {
 			recordsFetched(p.key.topic, p.resp)
@@ -296,14 +296,49 @@ func topicIDs(parts []fetchPart) [][16]byte {
 	return ids
 }
 
+// encodeFetch encodes the records readFetch chose into the responses, in pooled buffers handed back
+// once the response is written (conn.write).
+func (c *conn) encodeFetch(parts []fetchPart, results []redisstore.ReadResult) {
+	bufs := c.outBufs[:0]
+	var chunk *[]byte // the pooled buffer the partitions' batches are being encoded into
+	for i := range results {
+		p := &parts[i]
+		if p.pick.n == 0 {
+			continue
+		}
+		need := p.pick.encoded
+		if chunk == nil || cap(*chunk)-len(*chunk) < need {
+			// Partitions share pooled chunks while their batches fit: a buffer each held 16 KiB or
+			// more per partition until the response was written, 33 MB for a fetch of 2,000
+			// partitions of one small record. A chunk is as large as the partitions left are
+			// expected to need, up to fetchChunk: a fetch of one small record takes no more than it
+			// would with a buffer per partition.
+			chunk = getBuf(max(need, min(fetchChunk, need*(len(results)-i))))
+			bufs = append(bufs, chunk)
+		}
+		at := len(*chunk)
+		recs := results[i].Records[p.pick.from : p.pick.from+p.pick.n]
+		out := encodeRecordPick((*chunk)[at:at], recs, p.logAppend)
+		if unsafe.SliceData(out) == unsafe.SliceData((*chunk)[at:]) {
+			*chunk = (*chunk)[:at+len(out)]
+			p.resp.RecordBatches = out[:len(out):len(out)]
+		} else { // outgrew the chunk (pick.encoded is exact, so never): a buffer of its own
+			p.resp.RecordBatches = out
+			bufs = append(bufs, &out)
+		}
+	}
+	c.outBufs = bufs
+}
+
 // maxShortRereads bounds the reads a fetch below min_bytes makes at once because a read's entry count,
 // not its byte limits, held it back (fetchRead.short): the second is sized by what the first found.
 const maxShortRereads = 2
 
 // fetchRead is what readFetch found.
 type fetchRead struct {
-	bytes  int  // record bytes in the responses
-	failed bool // a partition ended with an error, which answers the fetch at once
+	results []redisstore.ReadResult // of each partition
+	bytes   int                     // record bytes the responses take
+	failed  bool                    // a partition ended with an error, which answers the fetch at once
 	// partial: the answer came from the read-ahead or this gateway's own appends, not from Redis now,
 	// so records already in Redis may be missing from it.
 	partial bool
@@ -315,22 +350,15 @@ type fetchRead struct {
 // readFetch reads every partition once (from the read-ahead when useAhead is set and it answers
 // these reads; from this gateway's appends committed after the fetch arrived when they answer it
 // (ownAppends), raising *arrival to the newest ticket of them, so a fetch still waiting reads afresh
-// unless a newer own append answers), filling the responses with record batches encoded into pooled buffers, listed in
-// *bufs (those of an earlier call, which the responses no longer point into, go back to the pool).
-func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, bufs *[]*[]byte, useAhead bool, arrival *uint64) fetchRead {
+// unless a newer own append answers), filling in the responses' offsets and errors and choosing each
+// partition's records (fetchPart.pick), which encodeFetch encodes once the read is the answer.
+func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32, useAhead bool, arrival *uint64) fetchRead {
 	var rd fetchRead
 	if len(parts) == 0 {
 		return rd
 	}
 	before := c.g.tail.now() // the results below are read after this (p.seenAt, readFresh)
 	reqs := planReads(parts, maxBytes, false)
-	for _, p := range parts {
-		p.resp.RecordBatches = []byte{}
-	}
-	for _, bp := range *bufs {
-		putBuf(bp, *bp)
-	}
-	*bufs = (*bufs)[:0]
 	var results []redisstore.ReadResult
 	if useAhead && c.ahead != nil {
 		if results = c.takeReadAhead(ctx, reqs, topicIDs(parts)); results != nil && results[0].Err == nil {
@@ -346,13 +374,12 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		}
 	}
 	budget := int(maxBytes)
-	var chunk *[]byte   // the pooled buffer the partitions' batches are being encoded into
 	var atEnd []partKey // partitions read up to their high watermark: the tail cache keeps them
 	for i := range results {
 		r := &results[i]
 		p := &parts[i]
 		sp := p.resp
-		p.next, p.more = p.offset, false
+		p.next, p.more, p.pick = p.offset, false, recordPick{}
 		if r.Err != nil {
 			sp.ErrorCode = errCode(r.Err)
 			rd.failed = true
@@ -373,33 +400,10 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 			continue
 		}
 		limit := min(int(p.maxBytes), budget)
-		var n, size int
-		if len(r.Records) > 0 {
-			// Partitions share pooled chunks while their batches fit: a buffer each held 16 KiB or
-			// more per partition until the response was written, 33 MB for a fetch of 2,000
-			// partitions of one small record.
-			need := min(len(r.Records)*int(p.sizing.encodedSize())+batchOverhead, max(limit, 0)+batchOverhead)
-			if chunk == nil || cap(*chunk)-len(*chunk) < need {
-				// As large as the partitions left are expected to need, up to fetchChunk: a fetch
-				// of one small record takes no more than it did with a buffer per partition.
-				chunk = getBuf(max(need, min(fetchChunk, need*(len(results)-i))))
-				*bufs = append(*bufs, chunk)
-			}
-			at := len(*chunk)
-			var out []byte
-			out, n, size = encodeRecords((*chunk)[at:at], r.Records, p.offset, limit, rd.bytes == 0, p.logAppend)
-			switch {
-			case len(out) == 0:
-			case unsafe.SliceData(out) == unsafe.SliceData((*chunk)[at:]):
-				*chunk = (*chunk)[:at+len(out)]
-				sp.RecordBatches = out[:len(out):len(out)]
-			default: // outgrew the chunk: a buffer of its own, handed back to the pool with the others
-				sp.RecordBatches = out
-				*bufs = append(*bufs, &out)
-			}
-		}
-		p.sizing.observe(n, size, len(sp.RecordBatches), r.End)
-		p.next = nextOffset(r.Records, p.offset, n)
+		pk := pickRecords(r.Records, p.offset, limit, rd.bytes == 0, p.logAppend)
+		p.pick = pk
+		p.sizing.observe(pk.n, pk.size, pk.encoded, r.End)
+		p.next = nextOffset(r.Records, p.offset, pk.n)
 		p.more = p.next < r.End
 		switch {
 		case !p.more:
@@ -409,13 +413,14 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 			// not (partitions never read here, taken for full until read), a read now, sized by what
 			// this one found, reads it, where waiting would leave its records for max_wait.
 			rd.short = true
-		case n > 0 && n == len(r.Records) && len(sp.RecordBatches) < limit &&
+		case pk.n > 0 && pk.n == len(r.Records) && pk.encoded < limit &&
 			p.sizing.count(int64(p.maxBytes)) > reqs[i].Count:
 			rd.short = true // a read now, sized by what this one found, asks for more
 		}
-		rd.bytes += len(sp.RecordBatches)
-		budget -= len(sp.RecordBatches)
+		rd.bytes += pk.encoded
+		budget -= pk.encoded
 	}
+	rd.results = results
 	c.g.tail.watch(atEnd)
 	return rd
 }
@@ -526,14 +531,67 @@ func nextOffset(recs []redisstore.Record, from int64, n int) int64 {
 }
 
 // batchOverhead is the size of a record batch's header.
-const batchOverhead = 61
+const batchOverhead = protocol.BatchHeaderLen
+
+// recordPick is the records of a partition's response: recs[from:from+n] of its read, whose stored
+// size is size (as fetch sizing counts it) and which encodeRecordPick writes in exactly encoded bytes.
+type recordPick struct {
+	from, n, size, encoded int
+}
+
+// pickRecords chooses the records from offset on that a response takes, until limit bytes; the first
+// record is always taken when first is set (KIP-74). The choice is made, and its encoded size known
+// exactly, before any encoding: the next read-ahead can start at once, and the encoding overlaps it.
+func pickRecords(recs []redisstore.Record, offset int64, limit int, first, logAppend bool) recordPick {
+	var pk recordPick
+	pk.from = len(recs)
+	for i := range recs {
+		if recs[i].Offset >= offset {
+			pk.from = i
+			break
+		}
+	}
+	var (
+		run     int // records in the batch being sized
+		base    int64
+		firstTS int64
+	)
+	for i := pk.from; i < len(recs); i++ {
+		r := &recs[i]
+		est := 20 + len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			est += len(h.Key) + len(h.Value) + 4
+		}
+		if pk.size+est+batchOverhead > limit && !(first && pk.n == 0) {
+			break
+		}
+		if run > 0 && startsBatch(r, base, run, firstTS, logAppend) {
+			run = 0
+		}
+		if run == 0 {
+			base, firstTS = r.Offset, r.Timestamp
+			pk.encoded += batchOverhead
+		}
+		pr := protocol.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: protocolHeaders(r.Headers)}
+		pk.encoded += protocol.RecordSize(&pr, int32(run), r.Timestamp-firstTS)
+		run++
+		pk.size += est
+		pk.n++
+	}
+	return pk
+}
+
+// startsBatch reports whether r, after run records of a batch based at base whose first timestamp is
+// firstTS, begins a new batch: a gap (entries deleted natively) or, with LogAppendTime, a new append
+// time does.
+func startsBatch(r *redisstore.Record, base int64, run int, firstTS int64, logAppend bool) bool {
+	return r.Offset != base+int64(run) || (logAppend && r.Timestamp != firstTS)
+}
 
 var recordPool = sync.Pool{New: func() any { s := make([]protocol.Record, 0, 256); return &s }}
 
-// encodeRecords appends records (from offset on) as batches of contiguous offsets until limit bytes;
-// the first record is always taken when first is set (KIP-74). It returns the buffer, the records
-// encoded and their approximate stored size.
-func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int, first, logAppend bool) ([]byte, int, int) {
+// encodeRecordPick appends recs, the records a pickRecords chose, as batches of contiguous offsets.
+func encodeRecordPick(dst []byte, recs []redisstore.Record, logAppend bool) []byte {
 	rp := recordPool.Get().(*[]protocol.Record)
 	run := (*rp)[:0]
 	used := 0 // the most of run this call filled
@@ -544,7 +602,6 @@ func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int
 		*rp = run[:0]
 		recordPool.Put(rp)
 	}()
-	size, taken := 0, 0
 	var base int64
 	flush := func() {
 		if len(run) > 0 {
@@ -559,29 +616,23 @@ func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int
 	}
 	for i := range recs {
 		r := &recs[i]
-		if r.Offset < offset {
-			continue
-		}
-		est := 20 + len(r.Key) + len(r.Value)
-		for _, h := range r.Headers {
-			est += len(h.Key) + len(h.Value) + 4
-		}
-		if size+est+batchOverhead > limit && !(first && taken == 0) {
-			break
-		}
-		// A gap (entries deleted natively) or, with LogAppendTime, a new append time starts a batch.
-		if len(run) > 0 && (r.Offset != base+int64(len(run)) || (logAppend && r.Timestamp != run[0].Timestamp)) {
+		if len(run) > 0 && startsBatch(r, base, len(run), run[0].Timestamp, logAppend) {
 			flush()
 		}
 		if len(run) == 0 {
 			base = r.Offset
 		}
 		run = append(run, protocol.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: protocolHeaders(r.Headers)})
-		size += est
-		taken++
 	}
 	flush()
-	return dst, taken, size
+	return dst
+}
+
+// encodeRecords appends the records pickRecords chooses, returning the buffer, the records encoded and
+// their stored size.
+func encodeRecords(dst []byte, recs []redisstore.Record, offset int64, limit int, first, logAppend bool) ([]byte, int, int) {
+	pk := pickRecords(recs, offset, limit, first, logAppend)
+	return encodeRecordPick(dst, recs[pk.from:pk.from+pk.n], logAppend), pk.n, pk.size
 }
 
 // The store's headers are passed on as they are: redisstore.Header and protocol.Header are the same

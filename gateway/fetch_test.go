@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"sync"
@@ -46,6 +47,70 @@ func TestEncodeRecordsSplitsAtGaps(t *testing.T) {
 	}
 	if batches[1].Records[2].Timestamp != 1009 {
 		t.Fatalf("timestamp %d", batches[1].Records[2].Timestamp)
+	}
+}
+
+// TestPickRecordsSizesExactly: a response is sized before it is encoded (the budget of the partitions
+// after it, min_bytes), so the size pickRecords states must be what encodeRecordPick writes, for
+// records of every shape: nil and empty keys and values, headers, gaps that split batches, append
+// times that split LogAppendTime batches, and timestamp deltas from negative to huge.
+func TestPickRecordsSizesExactly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	bytesOf := func() []byte {
+		switch rng.IntN(4) {
+		case 0:
+			return nil
+		case 1:
+			return []byte{}
+		default:
+			return bytes.Repeat([]byte{'x'}, rng.IntN(300))
+		}
+	}
+	for trial := range 300 {
+		recs := make([]redisstore.Record, 1+rng.IntN(60))
+		offset, ts := int64(rng.IntN(1000)), int64(rng.IntN(1<<20))
+		for i := range recs {
+			offset += 1 + int64(rng.IntN(2)*rng.IntN(3)) // gaps now and then
+			switch rng.IntN(5) {
+			case 0:
+				ts += int64(rng.Int64N(1 << 40))
+			case 1:
+				ts -= int64(rng.IntN(1 << 16))
+			case 2: // the same append time: a LogAppendTime batch goes on
+			default:
+				ts += int64(rng.IntN(100))
+			}
+			r := redisstore.Record{Offset: offset, Timestamp: ts, Key: bytesOf(), Value: bytesOf()}
+			for range rng.IntN(3) {
+				r.Headers = append(r.Headers, redisstore.Header{Key: string(bytesOf()), Value: bytesOf()})
+			}
+			recs[i] = r
+		}
+		from := recs[rng.IntN(len(recs))].Offset
+		limit := rng.IntN(20000)
+		logAppend := rng.IntN(2) == 0
+		pk := pickRecords(recs, from, limit, trial%2 == 0, logAppend)
+		out := encodeRecordPick(nil, recs[pk.from:pk.from+pk.n], logAppend)
+		if len(out) != pk.encoded {
+			t.Fatalf("trial %d: pickRecords said %d bytes for %d records, encodeRecordPick wrote %d", trial, pk.encoded, pk.n, len(out))
+		}
+		batches, err := protocol.DecodeBatches(out, 1<<30)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		got := 0
+		for _, b := range batches {
+			for j := range b.Records {
+				want := recs[pk.from+got]
+				if o := b.BaseOffset + int64(b.Records[j].OffsetDelta); o != want.Offset {
+					t.Fatalf("trial %d: record %d at offset %d, want %d", trial, got, o, want.Offset)
+				}
+				got++
+			}
+		}
+		if got != pk.n || (pk.n > 0 && recs[pk.from].Offset < from) || (pk.from > 0 && recs[pk.from-1].Offset >= from) {
+			t.Fatalf("trial %d: %d records decoded from %d picked at index %d (from offset %d)", trial, got, pk.n, pk.from, from)
+		}
 	}
 }
 
@@ -683,13 +748,8 @@ func TestFetchShortOnlyWhenMoreCanBeRead(t *testing.T) {
 	read := func() fetchRead {
 		p := sizingPart(t, topic, 0, 1<<20)
 		p.resp = &kmsg.FetchResponseTopicPartition{}
-		var bufs []*[]byte
 		arrival := uint64(0)
-		rd := c.readFetch(ctx, []fetchPart{p}, 50<<20, &bufs, false, &arrival)
-		for _, bp := range bufs {
-			putBuf(bp, *bp)
-		}
-		return rd
+		return c.readFetch(ctx, []fetchPart{p}, 50<<20, false, &arrival)
 	}
 	if rd := read(); !rd.short || rd.failed {
 		t.Fatalf("first read (32 entries, sized for large records): %+v, want short", rd)

@@ -20,7 +20,7 @@ import (
 // batchLength counts everything after itself; the CRC-32C covers everything
 // from attributes to the end.
 const (
-	batchHeaderLen  = 61
+	batchHeaderLen  = BatchHeaderLen
 	batchLenOffset  = 8
 	magicOffset     = 16
 	crcOffset       = 17
@@ -464,6 +464,16 @@ func recordBodySize(r *Record, offsetDelta int32, tsDelta int64) int {
 		n += kbin.VarintLen(int32(len(h.Key))) + len(h.Key) + bytesSize(h.Value)
 	}
 	return n
+}
+
+// BatchHeaderLen is the size of a record batch before its records.
+const BatchHeaderLen = 61
+
+// RecordSize is the size of r encoded as the record offsetDelta and tsDelta into its batch: what
+// AppendBatch writes for it, length varint included. A batch AppendBatch writes is BatchHeaderLen
+// plus its records' sizes, so a response can be sized before it is encoded.
+func RecordSize(r *Record, offsetDelta int32, tsDelta int64) int {
+	return recordSize(r, offsetDelta, tsDelta)
 }
 
 // recordSize is the size of a record with its length varint.
