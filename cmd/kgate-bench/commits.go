@@ -18,32 +18,46 @@ const commitTopic = "commits"
 
 func (b *bench) commitsPhase(ctx context.Context) error {
 	workers := b.o.commitWorkers
-	b.rep.meta("commits", fmt.Sprintf("%d committers for %v, each its own connection and group, one partition per OffsetCommit, simple commits (generation -1, no member) on an empty group; baseline: the same number of goroutines calling redisstore.CommitOffsets (MULTI of 3 HSETs + the commit stream script)",
-		workers, b.o.commitDuration))
+	b.rep.meta("commits", fmt.Sprintf("%d committers for %v on each side in %d alternating rounds, each committer its own connection and group, one partition per OffsetCommit, simple commits (generation -1, no member) on an empty group; baseline: the same number of goroutines calling redisstore.CommitOffsets (MULTI of 3 HSETs + the commit stream script)",
+		workers, b.o.commitDuration, b.o.rounds))
 	if err := b.createTopic(ctx, commitTopic, workers); err != nil {
 		return err
 	}
-	var (
-		kn, bn    int64
-		kcpu, bcp cpuUse
-		err       error
-	)
-	labeled("client", func() { kn, kcpu, err = b.commitsKgate(ctx, workers) })
+	// The measured time is split into rounds that alternate the two sides, as the other phases do.
+	window := b.o.commitDuration / time.Duration(b.o.rounds)
+	ks, bs, err := alternate("commits", b.o.rounds, func(int) (commitRun, error) {
+		return b.commitsKgate(ctx, workers, window)
+	}, func(int) (commitRun, error) {
+		return b.commitsBaseline(ctx, workers, window)
+	})
 	if err != nil {
-		return fmt.Errorf("through kgate: %w", err)
+		return err
 	}
-	labeled("baseline", func() { bn, bcp, err = b.commitsBaseline(ctx, workers) })
-	if err != nil {
-		return fmt.Errorf("baseline: %w", err)
+	k, base := total(ks), total(bs)
+	res := result{Phase: "commits", Case: fmt.Sprintf("%d committers", workers), Metric: "OffsetCommit",
+		Unit: "commits/s", Kgate: k.rate(), KgateCPU: &k.cpu, BaselineCPU: &base.cpu, RoundRatios: roundRatios(ks, bs, commitRun.rate)}
+	if spread := roundSpread(res.RoundRatios); spread != "" {
+		res.Notes = spread
 	}
-	secs := b.o.commitDuration.Seconds()
-	b.rep.add(withBaseline(result{Phase: "commits", Case: fmt.Sprintf("%d committers", workers), Metric: "OffsetCommit",
-		Unit: "commits/s", Kgate: float64(kn) / secs, KgateCPU: &kcpu, BaselineCPU: &bcp}, float64(bn)/secs))
+	b.rep.add(withBaseline(res, base.rate()))
 	return nil
 }
 
-// runWorkers runs fn in n goroutines until the measured window ends; fn returns the work done per call.
-func (b *bench) runWorkers(ctx context.Context, n int, fn func(w int) error) (int64, cpuUse, error) {
+// commitRun is one side's commits in one round.
+type commitRun struct {
+	commits int64
+	window  time.Duration
+	cpu     cpuUse
+}
+
+func (r commitRun) rate() float64 { return float64(r.commits) / r.window.Seconds() }
+
+func (r commitRun) plus(s commitRun) commitRun {
+	return commitRun{commits: r.commits + s.commits, window: r.window + s.window, cpu: r.cpu.plus(s.cpu)}
+}
+
+// runWorkers runs fn in n goroutines for window and counts the calls that succeeded in it.
+func (b *bench) runWorkers(ctx context.Context, n int, window time.Duration, fn func(w int) error) (commitRun, error) {
 	var (
 		count atomic.Int64
 		stop  atomic.Bool
@@ -67,18 +81,17 @@ func (b *bench) runWorkers(ctx context.Context, n int, fn func(w int) error) (in
 			}
 		})
 	}
-	err := sleep(ctx, b.o.commitDuration)
+	err := sleep(ctx, window)
 	stop.Store(true)
-	done := count.Load()
-	cpu := b.cpuSince(m0)
+	r := commitRun{commits: count.Load(), window: window, cpu: b.cpuSince(m0)}
 	wg.Wait()
 	if err != nil {
-		return 0, cpu, err
+		return r, err
 	}
-	return done, cpu, first
+	return r, first
 }
 
-func (b *bench) commitsKgate(ctx context.Context, workers int) (int64, cpuUse, error) {
+func (b *bench) commitsKgate(ctx context.Context, workers int, window time.Duration) (commitRun, error) {
 	clients := make([]*kgo.Client, workers)
 	offsets := make([]int64, workers)
 	defer func() {
@@ -113,17 +126,17 @@ func (b *bench) commitsKgate(ctx context.Context, workers int) (int64, cpuUse, e
 	for w := range clients {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
 		if err != nil {
-			return 0, cpuUse{}, err
+			return commitRun{}, err
 		}
 		clients[w] = cl
 		if err := commit(w); err != nil {
-			return 0, cpuUse{}, err
+			return commitRun{}, err
 		}
 	}
-	return b.runWorkers(ctx, workers, commit)
+	return b.runWorkers(ctx, workers, window, commit)
 }
 
-func (b *bench) commitsBaseline(ctx context.Context, workers int) (int64, cpuUse, error) {
+func (b *bench) commitsBaseline(ctx context.Context, workers int, window time.Duration) (commitRun, error) {
 	offsets := make([]int64, workers)
 	commit := func(w int) error {
 		offsets[w]++
@@ -133,8 +146,8 @@ func (b *bench) commitsBaseline(ctx context.Context, workers int) (int64, cpuUse
 	}
 	for w := range workers {
 		if err := commit(w); err != nil {
-			return 0, cpuUse{}, err
+			return commitRun{}, err
 		}
 	}
-	return b.runWorkers(ctx, workers, commit)
+	return b.runWorkers(ctx, workers, window, commit)
 }

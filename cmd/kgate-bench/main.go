@@ -112,7 +112,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.latPartitions, "latency-partitions", 1, "partitions of the latency topic")
 	fs.DurationVar(&o.latLinger, "latency-linger", 0, "producer linger in the latency phase")
 	fs.IntVar(&o.latSize, "latency-size", 100, "record value size in the latency phase")
-	fs.DurationVar(&o.commitDuration, "commit-duration", 3*time.Second, "measured time of each commit run")
+	fs.DurationVar(&o.commitDuration, "commit-duration", 3*time.Second, "measured time of the commits phase on each side (split over --rounds runs that alternate kgate and the baseline)")
 	fs.IntVar(&o.commitWorkers, "commit-workers", 4, "concurrent committers (each its own client and group)")
 	conns := fs.String("conns", "1000,10000", "idle connection counts")
 	fs.DurationVar(&o.connsProbe, "conns-probe", 2*time.Second, "time of each active-producer latency probe in the conns phase")

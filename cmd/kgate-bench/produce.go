@@ -102,7 +102,7 @@ func (b *bench) producePhase(ctx context.Context) error {
 			// after): franz-go's batches vary from round to round, by a factor of two at 64 partitions.
 			measure := b.o.duration / time.Duration(b.o.rounds)
 			perBatch, perReq := 0, 0
-			ks, bs, err := alternate(topic, b.o.rounds, func(int) (produceRun, error) {
+			ks, bs, err := kgateThenBaseline(topic, b.o.rounds, func(int) (produceRun, error) {
 				kr, err := b.produceKgate(ctx, topic, size, measure)
 				perBatch = max(int(math.Round(kr.perBatch)), 1)
 				perReq = min(max(int(math.Round(kr.perReq)), 1), parts)

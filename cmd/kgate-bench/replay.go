@@ -49,7 +49,7 @@ func (b *bench) replayPhase(ctx context.Context) error {
 				return err
 			}
 			measure := b.o.duration / time.Duration(b.o.rounds)
-			ks, bs, err := alternate(topic, b.o.rounds, func(int) (produceRun, error) {
+			ks, bs, err := kgateThenBaseline(topic, b.o.rounds, func(int) (produceRun, error) {
 				return b.replayKgate(ctx, topic, size, parts, per, measure)
 			}, func(int) (produceRun, error) {
 				return b.produceBaseline(ctx, topic, parts, size, per, parts, measure)

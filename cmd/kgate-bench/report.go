@@ -25,7 +25,7 @@ type result struct {
 	KgateCPU    *cpuUse  `json:"kgate_cpu,omitempty"`
 	BaselineCPU *cpuUse  `json:"baseline_cpu,omitempty"`
 	Notes       string   `json:"notes,omitempty"`
-	// RoundRatios are the ratios of each alternation (kgate run / the baseline run right after it), for
+	// RoundRatios are the ratios of each alternation (kgate run / the baseline run of the same round), for
 	// throughput: the machine's drift between rounds shows in their spread.
 	RoundRatios []float64 `json:"round_ratios,omitempty"`
 }

@@ -60,12 +60,20 @@ func TestAlternate(t *testing.T) {
 			return consumeRun{records: int64(round + 1)}, nil
 		}
 	}
-	ks, bs, err := alternate("case", 2, run("k"), run("b"))
-	if err != nil || fmt.Sprint(order) != "[k0 b0 k1 b1]" || len(ks) != 2 || len(bs) != 2 || total(ks).records != 3 {
+	ks, bs, err := alternate("case", 3, run("k"), run("b"))
+	if err != nil || fmt.Sprint(order) != "[k0 b0 b1 k1 k2 b2]" || len(ks) != 3 || len(bs) != 3 || total(ks).records != 6 || bs[1].records != 2 {
 		t.Fatalf("order %v, runs %v %v, err %v", order, ks, bs, err)
+	}
+	order = nil
+	if _, _, err := kgateThenBaseline("case", 2, run("k"), run("b")); err != nil || fmt.Sprint(order) != "[k0 b0 k1 b1]" {
+		t.Fatalf("kgate then baseline: order %v, err %v", order, err)
 	}
 	_, _, err = alternate("case", 2, run("k"), func(int) (consumeRun, error) { return consumeRun{}, errors.New("down") })
 	if err == nil || err.Error() != "case baseline: down" {
+		t.Fatalf("error %v", err)
+	}
+	_, _, err = alternate("case", 2, func(int) (consumeRun, error) { return consumeRun{}, errors.New("down") }, run("b"))
+	if err == nil || err.Error() != "case through kgate: down" {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -322,18 +322,46 @@ func labeled(side string, fn func()) {
 	pprof.Do(context.Background(), pprof.Labels("side", side), func(context.Context) { fn() })
 }
 
-// alternate runs a case through kgate and then its baseline, rounds times, so the machine's drift
-// falls on both sides; it returns each side's runs in order (each labelled for the CPU profile).
+// alternate runs a case through kgate and its baseline, rounds times, so the machine's drift falls on
+// both sides: kgate first in even rounds and the baseline first in odd ones, so neither side always
+// runs on what the other left (a warm or a fragmented heap, Redis's memory). It returns each side's
+// runs in round order (each labelled for the CPU profile).
 func alternate[R any](name string, rounds int, kgate, baseline func(round int) (R, error)) (ks, bs []R, err error) {
+	return alternateRounds(name, rounds, true, kgate, baseline)
+}
+
+// kgateThenBaseline is alternate for a case whose baseline takes something from kgate's run of the
+// same round (the produce phase's batch shape): kgate runs first in every round.
+func kgateThenBaseline[R any](name string, rounds int, kgate, baseline func(round int) (R, error)) (ks, bs []R, err error) {
+	return alternateRounds(name, rounds, false, kgate, baseline)
+}
+
+func alternateRounds[R any](name string, rounds int, swap bool, kgate, baseline func(round int) (R, error)) (ks, bs []R, err error) {
 	for round := range rounds {
 		var k, b R
-		labeled("client", func() { k, err = kgate(round) })
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s through kgate: %w", name, err)
+		runKgate := func() error {
+			labeled("client", func() { k, err = kgate(round) })
+			if err != nil {
+				return fmt.Errorf("%s through kgate: %w", name, err)
+			}
+			return nil
 		}
-		labeled("baseline", func() { b, err = baseline(round) })
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s baseline: %w", name, err)
+		runBaseline := func() error {
+			labeled("baseline", func() { b, err = baseline(round) })
+			if err != nil {
+				return fmt.Errorf("%s baseline: %w", name, err)
+			}
+			return nil
+		}
+		first, second := runKgate, runBaseline
+		if swap && round%2 == 1 {
+			first, second = runBaseline, runKgate
+		}
+		if err := first(); err != nil {
+			return nil, nil, err
+		}
+		if err := second(); err != nil {
+			return nil, nil, err
 		}
 		ks, bs = append(ks, k), append(bs, b)
 	}
