@@ -534,7 +534,8 @@ func nextOffset(recs []redisstore.Record, from int64, n int) int64 {
 const batchOverhead = protocol.BatchHeaderLen
 
 // recordPick is the records of a partition's response: recs[from:from+n] of its read, whose stored
-// size is size (as fetch sizing counts it) and which encodeRecordPick writes in exactly encoded bytes.
+// size is size (estimated as fetch sizing counts it: 20 bytes per record, plus its key, value and
+// headers with 4 bytes each) and which encodeRecordPick writes in exactly encoded bytes.
 type recordPick struct {
 	from, n, size, encoded int
 }
@@ -558,25 +559,28 @@ func pickRecords(recs []redisstore.Record, offset int64, limit int, first, logAp
 	)
 	for i := pk.from; i < len(recs); i++ {
 		r := &recs[i]
+		fresh := run == 0 || startsBatch(r, base, run, firstTS, logAppend)
+		if fresh {
+			run, base, firstTS = 0, r.Offset, r.Timestamp
+		}
+		pr := protocol.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: protocolHeaders(r.Headers)}
+		add := protocol.RecordSize(&pr, int32(run), r.Timestamp-firstTS)
+		if fresh {
+			add += batchOverhead
+		}
+		// As Apache, only the first record of a response may take it past a limit; every batch a gap
+		// or an append time starts counts its header.
+		if pk.encoded+add > limit && !(first && pk.n == 0) {
+			break
+		}
 		est := 20 + len(r.Key) + len(r.Value)
 		for _, h := range r.Headers {
 			est += len(h.Key) + len(h.Value) + 4
 		}
-		if pk.size+est+batchOverhead > limit && !(first && pk.n == 0) {
-			break
-		}
-		if run > 0 && startsBatch(r, base, run, firstTS, logAppend) {
-			run = 0
-		}
-		if run == 0 {
-			base, firstTS = r.Offset, r.Timestamp
-			pk.encoded += batchOverhead
-		}
-		pr := protocol.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: protocolHeaders(r.Headers)}
-		pk.encoded += protocol.RecordSize(&pr, int32(run), r.Timestamp-firstTS)
-		run++
+		pk.encoded += add
 		pk.size += est
 		pk.n++
+		run++
 	}
 	return pk
 }

@@ -53,7 +53,9 @@ func TestEncodeRecordsSplitsAtGaps(t *testing.T) {
 // TestPickRecordsSizesExactly: a response is sized before it is encoded (the budget of the partitions
 // after it, min_bytes), so the size pickRecords states must be what encodeRecordPick writes, for
 // records of every shape: nil and empty keys and values, headers, gaps that split batches, append
-// times that split LogAppendTime batches, and timestamp deltas from negative to huge.
+// times that split LogAppendTime batches, and timestamp deltas from negative to huge. It takes as many
+// records as fit the limit, every batch's header counted, and goes past it only for a response's
+// first record.
 func TestPickRecordsSizesExactly(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	bytesOf := func() []byte {
@@ -89,10 +91,21 @@ func TestPickRecordsSizesExactly(t *testing.T) {
 		from := recs[rng.IntN(len(recs))].Offset
 		limit := rng.IntN(20000)
 		logAppend := rng.IntN(2) == 0
-		pk := pickRecords(recs, from, limit, trial%2 == 0, logAppend)
+		first := trial%2 == 0
+		pk := pickRecords(recs, from, limit, first, logAppend)
 		out := encodeRecordPick(nil, recs[pk.from:pk.from+pk.n], logAppend)
 		if len(out) != pk.encoded {
 			t.Fatalf("trial %d: pickRecords said %d bytes for %d records, encodeRecordPick wrote %d", trial, pk.encoded, pk.n, len(out))
+		}
+		// Within the limit (batch headers counted), the first record of a response excepted, and
+		// taking as many records as fit.
+		if len(out) > limit && !(first && pk.n == 1) {
+			t.Fatalf("trial %d: %d records in %d bytes, limit %d", trial, pk.n, len(out), limit)
+		}
+		if end := pk.from + pk.n; end < len(recs) {
+			if more := encodeRecordPick(nil, recs[pk.from:end+1], logAppend); len(more) <= limit {
+				t.Fatalf("trial %d: stopped at %d records (%d bytes) where %d fit in %d bytes of %d", trial, pk.n, len(out), pk.n+1, len(more), limit)
+			}
 		}
 		batches, err := protocol.DecodeBatches(out, 1<<30)
 		if err != nil {
@@ -130,9 +143,13 @@ func TestEncodeRecordsLimits(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("limit ignored after the first partition: %d", n)
 	}
-	_, n, _ = encodeRecords(nil, recs, 0, 250, true, false)
-	if n == 0 || n == 10 {
-		t.Fatalf("limit 250 bytes took %d of 10 records", n)
+	all, n, _ := encodeRecords(nil, recs, 0, 1<<20, true, false)
+	if n != 10 {
+		t.Fatalf("no limit: %d records", n)
+	}
+	part, n, _ := encodeRecords(nil, recs, 0, len(all)-1, true, false)
+	if n != 9 || len(part) > len(all)-1 {
+		t.Fatalf("a byte short of all 10 records (%d bytes): took %d in %d bytes", len(all), n, len(part))
 	}
 }
 
