@@ -20,14 +20,15 @@ import (
 // batchLength counts everything after itself; the CRC-32C covers everything
 // from attributes to the end.
 const (
-	batchHeaderLen  = BatchHeaderLen
-	batchLenOffset  = 8
-	magicOffset     = 16
-	crcOffset       = 17
-	attrsOffset     = 21
-	batchLenExtra   = 12 // baseOffset and batchLength, not counted in batchLength
-	minBatchLength  = batchHeaderLen - batchLenExtra
-	minRecordLength = 7 // length, attributes, timestamp, offset, key, value, header count: a byte each
+	batchHeaderLen     = BatchHeaderLen
+	batchLenOffset     = 8
+	magicOffset        = 16
+	crcOffset          = 17
+	attrsOffset        = 21
+	maxTimestampOffset = 35
+	batchLenExtra      = 12 // baseOffset and batchLength, not counted in batchLength
+	minBatchLength     = batchHeaderLen - batchLenExtra
+	minRecordLength    = 7 // length, attributes, timestamp, offset, key, value, header count: a byte each
 )
 
 // Attribute bits.
@@ -329,33 +330,27 @@ func nullableBytes(src []byte) (v, rest []byte, ok bool) {
 // that wants each record's own append time splits batches where it changes.
 // recs' OffsetDelta fields are ignored. No records appends nothing.
 //
-// It allocates only when dst must grow, once. The caller keeps the batch
-// under 2 GiB (a Fetch response is far smaller).
+// It writes the records in one pass and fills in the header's length, maximum
+// timestamp and CRC after them; it allocates only when dst lacks the room
+// (BatchHeaderLen plus each record's RecordSize: a caller that sized the
+// batch gives dst that capacity). The caller keeps the batch under 2 GiB (a
+// Fetch response is far smaller).
 func AppendBatch(dst []byte, baseOffset int64, timestampType int8, recs []Record) []byte {
 	if len(recs) == 0 {
 		return dst
 	}
 	first, maxTS := recs[0].Timestamp, recs[0].Timestamp
-	size := batchHeaderLen
-	for i := range recs {
-		r := &recs[i]
-		maxTS = max(maxTS, r.Timestamp)
-		size += recordSize(r, int32(i), r.Timestamp-first)
-	}
 	var attrs int16
 	if timestampType == TimestampLogAppendTime {
 		attrs |= attrTimestampType
 	}
-	dst = slices.Grow(dst, size)
 	start := len(dst)
 	dst = appendBatchHeader(dst, batchHeader{
 		baseOffset:           baseOffset,
-		length:               int32(size - batchLenExtra),
 		partitionLeaderEpoch: -1,
 		attributes:           attrs,
 		lastOffsetDelta:      int32(len(recs) - 1),
 		firstTimestamp:       first,
-		maxTimestamp:         maxTS,
 		producerID:           -1,
 		producerEpoch:        -1,
 		baseSequence:         -1,
@@ -363,9 +358,13 @@ func AppendBatch(dst []byte, baseOffset int64, timestampType int8, recs []Record
 	})
 	for i := range recs {
 		r := &recs[i]
+		maxTS = max(maxTS, r.Timestamp)
 		dst = appendRecord(dst, r, int32(i), r.Timestamp-first)
 	}
-	putCRC(dst[start:])
+	batch := dst[start:]
+	binary.BigEndian.PutUint32(batch[batchLenOffset:], uint32(len(batch)-batchLenExtra))
+	binary.BigEndian.PutUint64(batch[maxTimestampOffset:], uint64(maxTS))
+	putCRC(batch)
 	return dst
 }
 
