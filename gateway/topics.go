@@ -18,6 +18,18 @@ const topicCacheTTL = time.Second
 // retry); one created through this gateway is known at once (invalidate).
 const missReloadGap = 100 * time.Millisecond
 
+// A gateway that cannot reload the registry (Redis away, or on a cluster the master holding it failing
+// over) goes on serving the topics it last read, as a Kafka broker serves from its cached metadata
+// while the controller is away: the registry is one hash on one master, and without this a failover of
+// that master stopped produce and fetch on every master's partitions. A view is served that way for
+// at most maxStaleView after it was read. While reloads fail, one lookup per staleRetry tries again
+// (waiting out a command timeout); the others are answered from the view at once. Operations on a
+// partition still check it in Redis (a deleted topic's partitions are refused there).
+const (
+	maxStaleView = 5 * time.Minute
+	staleRetry   = time.Second
+)
+
 // topicCache keeps the Redis topic registry in memory for the data path; a miss or an expired view
 // reloads the whole registry (one HGETALL), one reload serving every lookup that began before it.
 type topicCache struct {
@@ -33,9 +45,11 @@ type topicCache struct {
 	// waiting for a reload while Redis is away share its failure instead of each waiting out a command
 	// timeout in turn, and so do those that come within missReloadGap after it (a request's lookups of
 	// its topics, one after the other).
-	tried    time.Time
-	failed   error
-	failedAt time.Time
+	tried     time.Time
+	failed    error
+	failedAt  time.Time
+	reloading bool      // a reload is reading the registry
+	retried   time.Time // when a lookup served stale was last let through to reload (servesStale)
 	// invalidated is when invalidate last ran: a reload that began before it read a view without
 	// the change that called it, and does not count as fresh.
 	invalidated time.Time
@@ -65,7 +79,13 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	}
 	began := time.Now()
 	c.reloads++
+	c.mu.Lock()
+	c.reloading = true
+	c.mu.Unlock()
 	all, err := c.store.Topics(ctx)
+	c.mu.Lock()
+	c.reloading = false
+	c.mu.Unlock()
 	if err != nil && ctx.Err() != nil {
 		// The caller's own context ended (its client went away, its request's timeout): not Redis's
 		// failure, and not to be shared with other lookups.
@@ -117,6 +137,36 @@ func (c *topicCache) byTopicID(ctx context.Context, id [16]byte) (redisstore.Top
 	})
 }
 
+// servesStale reports whether the view, too old to be fresh, is served because reloads fail (Redis
+// unreachable), at now; c.mu is held. Unless retried is set (a reload was just tried and failed), one
+// lookup per staleRetry is told to try again.
+func (c *topicCache) servesStale(now time.Time, retried bool) bool {
+	if c.byName == nil || c.loaded.IsZero() || now.Sub(c.loaded) >= maxStaleView ||
+		c.failed == nil || !redisstore.IsUnavailable(c.failed) {
+		return false
+	}
+	if retried || c.reloading || now.Sub(c.failedAt) < staleRetry || now.Sub(c.retried) < staleRetry {
+		return true
+	}
+	c.retried = now // this lookup tries again; those after it are served the view meanwhile
+	return false
+}
+
+// reloadOrStale reloads the registry (refreshSince). When that fails with Redis unreachable and the
+// view may be served stale, it returns the failure as stale, for the caller to go on with the view.
+func (c *topicCache) reloadOrStale(ctx context.Context, since time.Time) (stale, err error) {
+	err = c.refreshSince(ctx, since)
+	if err == nil || ctx.Err() != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.servesStale(since, true) {
+		return err, nil
+	}
+	return nil, err
+}
+
 // lookup runs find (under the lock) on the cached registry, and again after a reload when the cache
 // missed or is stale.
 func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, bool)) (redisstore.Topic, error) {
@@ -125,20 +175,25 @@ func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, 
 	t, ok := find()
 	fresh := c.fresh(asked)
 	missedLately := c.byName != nil && asked.Sub(c.loaded) < missReloadGap
+	served := ok && !fresh && c.servesStale(asked, false)
 	c.mu.Unlock()
 	switch {
-	case ok && fresh:
+	case ok && (fresh || served):
 		return t, nil
 	case !ok && missedLately:
 		return redisstore.Topic{}, redisstore.ErrUnknownTopic
 	}
-	if err := c.refreshSince(ctx, asked); err != nil {
+	stale, err := c.reloadOrStale(ctx, asked)
+	if err != nil {
 		return redisstore.Topic{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := find(); ok {
 		return t, nil
+	}
+	if stale != nil {
+		return redisstore.Topic{}, stale // not in a view that could not be reloaded: unknown only to this gateway, maybe
 	}
 	return redisstore.Topic{}, redisstore.ErrUnknownTopic
 }
@@ -153,7 +208,7 @@ func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
 	fresh := c.fresh(asked)
 	c.mu.Unlock()
 	if !fresh {
-		if err := c.refreshSince(ctx, asked); err != nil {
+		if _, err := c.reloadOrStale(ctx, asked); err != nil {
 			return false, err
 		}
 	}
@@ -163,7 +218,8 @@ func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
 }
 
 // all returns a copy of the registry as read by a reload that began after the call (one shared by
-// every caller that came meanwhile: many clients asking for all topics at once read it once).
+// every caller that came meanwhile: many clients asking for all topics at once read it once), or the
+// last view read while reloads fail with Redis unreachable (maxStaleView).
 func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, error) {
 	out, _, err := c.allWithCollisions(ctx)
 	return out, err
@@ -172,7 +228,7 @@ func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, erro
 // allWithCollisions is all with its names by their '.'/'_' form (built by the reload; never changed
 // after, so shared).
 func (c *topicCache) allWithCollisions(ctx context.Context) (map[string]redisstore.Topic, dotCollisions, error) {
-	if err := c.refreshSince(ctx, time.Now()); err != nil {
+	if _, err := c.reloadOrStale(ctx, time.Now()); err != nil {
 		return nil, nil, err
 	}
 	c.mu.Lock()

@@ -230,3 +230,57 @@ func TestTopicCacheAllSharesReloads(t *testing.T) {
 		t.Fatalf("20 requests for all topics read the registry %d times", c.reloads)
 	}
 }
+
+// On Redis Cluster the topic registry is one hash on one master. While that master is away (here its
+// key stalls, as a failing master does, and the other keys answer), a gateway goes on serving the
+// topics it last read: a fetch of a partition elsewhere is answered, lookups wait out at most one
+// command timeout per staleRetry, and a name the view lacks is a retriable Redis error, not unknown.
+// A view older than maxStaleView is no longer served.
+func TestTopicCacheServesLastViewWhileRegistryAway(t *testing.T) {
+	m := startMiniredis(t)
+	p := redistest.StartProxy(t, m.Addr())
+	const cmdTimeout = 300 * time.Millisecond
+	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: time.Second})
+	g, _ := serveOn(t, store, Config{})
+	ctx := t.Context()
+	createTopic(t, store, "t", 1)
+	appendValues(t, ctx, store, "t", 0, 3, 10)
+	c := fetchConn(t, g)
+	if sp := fetchOne(t, ctx, c, fetchRequest("t", 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 || countRecords(sp.RecordBatches) != 3 {
+		t.Fatalf("before: error %d, %d records", sp.ErrorCode, countRecords(sp.RecordBatches))
+	}
+	p.Stall("kgate:topics")
+	time.Sleep(topicCacheTTL + 50*time.Millisecond) // the view is stale: a lookup reloads
+	start := time.Now()
+	sp := fetchOne(t, ctx, c, fetchRequest("t", 0, 0, 1<<20, 1<<20))
+	if sp.ErrorCode != 0 || countRecords(sp.RecordBatches) != 3 {
+		t.Fatalf("registry away: error %d, %d records; want the 3 records from the last view", sp.ErrorCode, countRecords(sp.RecordBatches))
+	}
+	select {
+	case <-p.Stalled():
+	default:
+		t.Fatal("the lookup never tried to reload the registry")
+	}
+	if took := time.Since(start); took > cmdTimeout+time.Second {
+		t.Fatalf("fetch answered after %v", took)
+	}
+	// Within staleRetry of that failure, lookups do not wait on Redis.
+	start = time.Now()
+	for range 20 {
+		if _, err := g.topics.get(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took > cmdTimeout/2 {
+		t.Fatalf("20 lookups served from the last view took %v", took)
+	}
+	if _, err := g.topics.get(ctx, "never-created"); err == nil || errors.Is(err, redisstore.ErrUnknownTopic) {
+		t.Fatalf("a name the last view lacks: %v, want the Redis failure", err)
+	}
+	g.topics.mu.Lock()
+	g.topics.loaded = time.Now().Add(-maxStaleView)
+	g.topics.mu.Unlock()
+	if _, err := g.topics.get(ctx, "t"); err == nil {
+		t.Fatal("a view older than maxStaleView was served")
+	}
+}
