@@ -56,9 +56,9 @@ type Redis struct {
 	DialTimeout    time.Duration `koanf:"dial_timeout" help:"timeout for opening a Redis connection"`
 	CommandTimeout time.Duration `koanf:"command_timeout" help:"timeout for one Redis command or script"`
 	PoolSize       int           `koanf:"pool_size" help:"Redis connections per node; 0 = go-redis default"`
-	WaitReplicas   int           `koanf:"wait_replicas" help:"replicas that must acknowledge a write before acks=all succeeds (Redis WAIT); 0 = none"`
+	WaitReplicas   int           `koanf:"wait_replicas" help:"replicas that must acknowledge a write before acks=all or an offset commit succeeds (Redis WAIT); 0 = none"`
 	WaitTimeout    time.Duration `koanf:"wait_timeout" help:"how long WAIT/WAITAOF may block each; together below command_timeout"`
-	WaitAOF        bool          `koanf:"wait_aof" help:"acks=all also waits for the local AOF fsync (Redis WAITAOF)"`
+	WaitAOF        bool          `koanf:"wait_aof" help:"acks=all and offset commits also wait for the local AOF fsync (Redis WAITAOF)"`
 }
 
 // Admin is the HTTP admin API (health, metrics).

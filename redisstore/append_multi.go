@@ -496,6 +496,17 @@ func (s *Store) groupByNode(ctx context.Context, batches []*Batch, out []AppendR
 	return nil
 }
 
+// masterFor is the client of the master owning key (the store's client on a standalone Redis).
+func (s *Store) masterFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("redisstore: unsupported client %T", s.rdb)
+}
+
 // eachGroup runs fn for every group's batches (in parallel when there are several masters) and copies
 // the results into out.
 func eachGroup(groups []*nodeGroup, batches []*Batch, out []AppendResult, fn func(g *nodeGroup, sub []*Batch, res []AppendResult)) {

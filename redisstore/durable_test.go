@@ -170,3 +170,62 @@ func TestDurableAppendCluster(t *testing.T) {
 		t.Errorf("second batch of partition 3 not after the first: %+v", last.Records)
 	}
 }
+
+// With WaitReplicas a commit is confirmed as an append is: when CommitOffsets returns, the replica
+// holds the offsets, and an unconfirmed commit reports ErrNotDurable (the client commits again) while
+// the master keeps it. Before, commits never waited: a failover right after lost commits the group
+// was told were stored.
+func TestDurableCommitStandalone(t *testing.T) {
+	t.Parallel()
+	master, replica := startReplicated(t)
+	ctx := t.Context()
+	s := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
+	ns := s.Namespace()
+	onReplica := openStore(t, Options{Addrs: []string{replica.Addr}, Namespace: ns})
+	mustCreateTopic(t, s, "durcommit", 2)
+	commits := []OffsetCommit{{Topic: "durcommit", Partition: 0, Offset: 5}, {Topic: "durcommit", Partition: 1, Offset: 7}}
+	for i, err := range s.CommitOffsets(ctx, "g", commits, time.Now()) {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	// Read straight from the replica's copy of the canonical hash, with no wait of its own.
+	if got := onReplica.Client().HGet(ctx, s.keys.offsets("g"), s.keys.stream("durcommit", 1)).Val(); got != "7" {
+		t.Fatalf("the replica holds %q for partition 1 right after the commit, want 7", got)
+	}
+
+	if err := replica.Pause(); err != nil {
+		t.Skip("cannot pause a server here:", err)
+	}
+	defer replica.Resume()
+	stalled := openStore(t, Options{Addrs: []string{master.Addr}, Namespace: ns, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	for i, err := range stalled.CommitOffsets(ctx, "g", []OffsetCommit{{Topic: "durcommit", Partition: 0, Offset: 9}}, time.Now()) {
+		if !errors.Is(err, ErrNotDurable) {
+			t.Fatalf("commit %d with the replica stalled: %v, want ErrNotDurable", i, err)
+		}
+	}
+	got, err := s.CommittedOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got {
+		if c.Partition == 0 && c.Offset != 9 {
+			t.Fatalf("the master holds offset %d for partition 0, want the unconfirmed 9", c.Offset)
+		}
+	}
+}
+
+// On a cluster the commit waits on a connection to the group's master: with no replicas it is
+// written but never confirmed.
+func TestDurableCommitCluster(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, backendOptions(t, "cluster"))
+	s.opts.WaitReplicas = 1
+	s.opts.WaitTimeout = 30 * time.Millisecond
+	mustCreateTopic(t, s, "durcc", 1)
+	for i, err := range s.CommitOffsets(t.Context(), "g", []OffsetCommit{{Topic: "durcc", Partition: 0, Offset: 3}}, time.Now()) {
+		if !errors.Is(err, ErrNotDurable) {
+			t.Fatalf("commit %d: %v, want ErrNotDurable", i, err)
+		}
+	}
+}

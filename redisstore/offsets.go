@@ -47,9 +47,28 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	offKey, tsKey, mdKey := s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
 	canon := make([]*redis.IntCmd, len(commits))
 	mds := make([]*redis.IntCmd, len(commits))
+	// With WaitReplicas or WaitAOF a commit, like an append, is confirmed by WAIT / WAITAOF on the
+	// connection that wrote it (Apache acknowledges a commit once the offsets topic's in-sync replicas
+	// have it): a failover right after would otherwise lose commits the group was told were stored.
+	var tx interface {
+		TxPipelined(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	} = s.rdb
+	var conn *redis.Conn
+	if s.opts.WaitReplicas > 0 || s.opts.WaitAOF {
+		node, err := s.masterFor(ctx, offKey)
+		if err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+		conn = node.Conn()
+		defer conn.Close()
+		tx = conn
+	}
 	// A command that fails inside EXEC (a sidecar key of the wrong type) fails only itself, so the
 	// outcome is read per command below; a failed EXEC marks every command failed.
-	txCmds, txErr := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	txCmds, txErr := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range commits {
 			field := s.keys.stream(c.Topic, c.Partition)
 			canon[i] = p.HSet(ctx, offKey, field, strconv.FormatInt(c.Offset, 10))
@@ -86,6 +105,17 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	}
 	if stored == 0 {
 		return errs
+	}
+	if conn != nil {
+		if err := s.waitDurable(ctx, conn); err != nil {
+			// Stored on the master, maybe not beyond it: the client is told to commit again.
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+			return errs
+		}
 	}
 	pipe := s.rdb.Pipeline()
 	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: a
