@@ -6,7 +6,8 @@ package coordinator
 //
 // OffsetCommit (ValidateCommit):
 //   - unknown group: generation < 0 is a "simple" commit and OK; otherwise
-//     ILLEGAL_GENERATION (Apache: a request from an older generation);
+//     ILLEGAL_GENERATION (Apache: a request from an older generation; from
+//     OffsetCommit v9, GROUP_ID_NOT_FOUND);
 //   - generation < 0 on an Empty group: OK;
 //   - a generation >= 0, a member id or an instance id: the member must be
 //     current (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and the generation the
@@ -50,7 +51,9 @@ func (c *Coordinator) validateCommit(ctx context.Context, groupID, memberID stri
 	case err == nil:
 		return code
 	case err == errUnknownGroup:
-		// Apache creates an Empty group here and validates against it.
+		// Apache creates an Empty group here and validates against it. It answers
+		// GROUP_ID_NOT_FOUND from OffsetCommit v9 on; ILLEGAL_GENERATION is kept at every
+		// version, as the group is unknown after any restart here and it makes members rejoin.
 		if generation < 0 {
 			return 0
 		}

@@ -66,4 +66,8 @@
 //     blanks them).
 //   - LeaveGroup with a static member's member id removes it, as in Apache (Java
 //     clients with group.instance.id simply do not send LeaveGroup on close).
+//   - ValidateCommit answers a generation >= 0 to an unknown group
+//     ILLEGAL_GENERATION whatever the OffsetCommit version (Apache: GROUP_ID_NOT_FOUND
+//     from v9): after a restart every group is unknown here, and that error makes
+//     classic members rejoin.
 package coordinator

@@ -5,7 +5,8 @@ package coordinator
 //   - Unknown group or member: UNKNOWN_MEMBER_ID; a replaced static member
 //     (v3+ instance id): FENCED_INSTANCE_ID; wrong generation: ILLEGAL_GENERATION.
 //   - v5: ProtocolType / ProtocolName, when sent, must match the group's, else
-//     INCONSISTENT_GROUP_PROTOCOL; the response carries both.
+//     INCONSISTENT_GROUP_PROTOCOL; the response carries both. (A null one is
+//     answered INCONSISTENT_GROUP_PROTOCOL by the gateway before it gets here.)
 //   - PreparingRebalance: REBALANCE_IN_PROGRESS.
 //   - CompletingRebalance: followers wait for the leader's SyncGroup. The
 //     leader's assignments are stored (members it left out get an empty one,

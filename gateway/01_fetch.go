@@ -62,8 +62,9 @@ type fetchPart struct {
 func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrFetchResponse()
-	if req.Version >= 7 && req.SessionID != 0 && req.SessionEpoch > 0 {
-		// kgate never hands out a session id, so a client cannot hold one.
+	if req.Version >= 7 && req.SessionEpoch != 0 && req.SessionEpoch != -1 {
+		// Any epoch but 0 (open a session) and -1 (none) continues a session, and kgate never hands
+		// one out, whatever the session id.
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}

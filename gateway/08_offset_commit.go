@@ -1,6 +1,6 @@
 package gateway
 
-// OffsetCommit v0-v9 (v9 is v8 for classic groups).
+// OffsetCommit v0-v9.
 //
 // The coordinator validates the committer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS; a simple commit with generation -1 and no member only while the group has no
@@ -11,6 +11,11 @@ package gateway
 //
 // Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION, answered before the coordinator is asked,
 // as on Apache; metadata over 4096 bytes -> OFFSET_METADATA_TOO_LARGE. retention_time_ms (v2-v4) is ignored: offsets live until deleted.
+//
+// Deviation: a commit of generation >= 0 to a group the coordinator does not know is
+// ILLEGAL_GENERATION at every version; Apache answers GROUP_ID_NOT_FOUND from v9 on. Membership is in
+// memory, so after a coordinator restart every group is unknown, and ILLEGAL_GENERATION makes a
+// classic consumer rejoin (how clients take GROUP_ID_NOT_FOUND for a classic group is unverified).
 
 import (
 	"context"

@@ -4,11 +4,13 @@ package gateway
 //
 // Like an Apache broker, a gateway lists the groups it coordinates: those in its coordinator's memory
 // plus those that only have committed offsets in Redis (as "Empty", protocol type "consumer"), so admin
-// tools that ask every broker see each group once. v4 filters by state.
+// tools that ask every broker see each group once. v4 filters by state, ignoring case and surrounding
+// spaces.
 
 import (
 	"context"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -20,8 +22,9 @@ func (c *conn) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) (kms
 		if req.Version < 4 || len(req.StatesFilter) == 0 {
 			return true
 		}
+		// Apache's coordinator lower-cases and trims the filter: "empty" and " Stable " match.
 		for _, s := range req.StatesFilter {
-			if s == state {
+			if strings.ToLower(strings.TrimSpace(s)) == strings.ToLower(state) {
 				return true
 			}
 		}

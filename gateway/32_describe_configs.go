@@ -3,8 +3,9 @@ package gateway
 // DescribeConfigs v0-v4.
 //
 // Topic resources (type 2) report every topic config kgate knows with its effective value; source
-// DYNAMIC_TOPIC_CONFIG for a topic override, DEFAULT_CONFIG otherwise (v1+ reports the default as a
-// synonym when include_synonyms is set). Broker resources (type 4) report the broker-level defaults
+// DYNAMIC_TOPIC_CONFIG for a topic override, DEFAULT_CONFIG otherwise. With include_synonyms (v1+) an
+// override lists itself, then the default; a config not overridden lists the default. From v3 each
+// carries Apache's config type, and a line of documentation with include_documentation. Broker resources (type 4) report the broker-level defaults
 // kgate applies. Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; other resource types -> INVALID_REQUEST.
 // Requested config names filter the list; none (a null or an empty list) asks for all, as on Apache.
 // Redis failures -> REQUEST_TIMED_OUT (adminErrCode).
@@ -44,7 +45,7 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 			}
 			return false
 		}
-		add := func(name, value string, source int8, readOnly bool, def string) {
+		add := func(name, value string, source int8, readOnly bool, def string, typ kmsg.ConfigType, doc string) {
 			if !want(name) {
 				return
 			}
@@ -54,10 +55,22 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 			cfg.Source = kmsg.ConfigSource(source)
 			cfg.IsDefault = source == 5
 			if req.IncludeSynonyms && req.Version >= 1 {
-				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-				d := def
-				syn.Name, syn.Value, syn.Source = name, &d, kmsg.ConfigSourceDefaultConfig
-				cfg.ConfigSynonyms = append(cfg.ConfigSynonyms, syn)
+				synonym := func(value string, source kmsg.ConfigSource) {
+					syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					syn.Name, syn.Value, syn.Source = name, &value, source
+					cfg.ConfigSynonyms = append(cfg.ConfigSynonyms, syn)
+				}
+				// As Apache orders them: the value in effect first, then what it overrides.
+				if cfg.Source == kmsg.ConfigSourceDynamicTopicConfig {
+					synonym(value, cfg.Source)
+				}
+				synonym(def, kmsg.ConfigSourceDefaultConfig)
+			}
+			if req.Version >= 3 {
+				cfg.ConfigType = typ
+				if req.IncludeDocumentation && doc != "" {
+					cfg.Documentation = &doc
+				}
 			}
 			res.Configs = append(res.Configs, cfg)
 		}
@@ -74,7 +87,8 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 				if override {
 					src = 1
 				}
-				add(name, v, src, false, topicConfigDefs[name].def(&g.cfg))
+				d := topicConfigDefs[name]
+				add(name, v, src, false, d.def(&g.cfg), d.typ, d.doc)
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(g.cfg.NodeID)) {
@@ -82,7 +96,7 @@ func (c *conn) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsReq
 				break
 			}
 			for _, kv := range g.brokerConfigs() {
-				add(kv[0], kv[1], 4, true, kv[1]) // STATIC_BROKER_CONFIG
+				add(kv[0], kv[1], 4, true, kv[1], kmsg.ConfigTypeUnknown, "") // STATIC_BROKER_CONFIG
 			}
 		default:
 			res.ErrorCode = kerr.InvalidRequest.Code

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -90,5 +91,84 @@ func TestDescribeConfigsRedisDown(t *testing.T) {
 	c.g.topics.invalidate() // the next read goes to Redis
 	if got := code("t"); got != kerr.RequestTimedOut.Code {
 		t.Errorf("Redis down: error %d, want REQUEST_TIMED_OUT", got)
+	}
+}
+
+// TestDescribeConfigsTypesDocsAndSynonyms: from v3 every topic config carries Apache's type and, when
+// asked, a line of documentation; with synonyms asked (v1+) an override lists itself
+// (DYNAMIC_TOPIC_CONFIG) before the default (DEFAULT_CONFIG), a config not overridden the default
+// alone. Types were UNKNOWN, documentation null, and an override's synonyms named the default only.
+func TestDescribeConfigsTypesDocsAndSynonyms(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	c := &conn{g: g}
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "t", Partitions: 1, Configs: map[string]string{"retention.ms": "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	describe := func(version int16, synonyms, docs bool) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		req := describeConfigsReq(kmsg.ConfigResourceTypeTopic, "t", nil)
+		req.Version, req.IncludeSynonyms, req.IncludeDocumentation = version, synonyms, docs
+		resp, err := c.describeConfigs(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := resp.(*kmsg.DescribeConfigsResponse).Resources[0]
+		if res.ErrorCode != 0 || len(res.Configs) != len(topicConfigDefs) {
+			t.Fatalf("v%d: error %d, %d configs", version, res.ErrorCode, len(res.Configs))
+		}
+		byName := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, cfg := range res.Configs {
+			byName[cfg.Name] = cfg
+		}
+		return byName
+	}
+
+	configs := describe(3, true, true)
+	for name, want := range map[string]kmsg.ConfigType{
+		"retention.ms": kmsg.ConfigTypeLong, "max.message.bytes": kmsg.ConfigTypeInt, "preallocate": kmsg.ConfigTypeBoolean,
+		"cleanup.policy": kmsg.ConfigTypeList, "compression.type": kmsg.ConfigTypeString, "min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble,
+	} {
+		if got := configs[name].ConfigType; got != want {
+			t.Errorf("%s: type %v, want %v", name, got, want)
+		}
+	}
+	for name, cfg := range configs {
+		if cfg.ConfigType == kmsg.ConfigTypeUnknown || cfg.Documentation == nil || *cfg.Documentation == "" {
+			t.Errorf("%s: type %v, documentation %v; want a type and documentation", name, cfg.ConfigType, cfg.Documentation)
+		}
+	}
+	type synonym struct {
+		value  string
+		source kmsg.ConfigSource
+	}
+	synonyms := func(cfg kmsg.DescribeConfigsResponseResourceConfig) []synonym {
+		var got []synonym
+		for _, s := range cfg.ConfigSynonyms {
+			if s.Name != cfg.Name || s.Value == nil {
+				t.Errorf("%s: synonym %+v", cfg.Name, s)
+				continue
+			}
+			got = append(got, synonym{*s.Value, s.Source})
+		}
+		return got
+	}
+	retention, segment := configs["retention.ms"], configs["segment.ms"]
+	if got, want := synonyms(retention), []synonym{{"1000", kmsg.ConfigSourceDynamicTopicConfig}, {"604800000", kmsg.ConfigSourceDefaultConfig}}; retention.Source != kmsg.ConfigSourceDynamicTopicConfig || !slices.Equal(got, want) {
+		t.Errorf("overridden retention.ms: source %v, synonyms %+v; want %v and %+v", retention.Source, got, kmsg.ConfigSourceDynamicTopicConfig, want)
+	}
+	if got, want := synonyms(segment), []synonym{{"604800000", kmsg.ConfigSourceDefaultConfig}}; segment.Source != kmsg.ConfigSourceDefaultConfig || !slices.Equal(got, want) {
+		t.Errorf("segment.ms: source %v, synonyms %+v; want %v and %+v", segment.Source, got, kmsg.ConfigSourceDefaultConfig, want)
+	}
+
+	// Documentation only when asked; neither field before v3; no synonyms unless asked.
+	for _, cfg := range describe(3, false, false) {
+		if cfg.Documentation != nil || cfg.ConfigType == kmsg.ConfigTypeUnknown || len(cfg.ConfigSynonyms) != 0 {
+			t.Errorf("v3 without documentation or synonyms: %s has type %v, documentation %v, %d synonyms", cfg.Name, cfg.ConfigType, cfg.Documentation, len(cfg.ConfigSynonyms))
+		}
+	}
+	for _, cfg := range describe(2, false, true) {
+		if cfg.Documentation != nil || cfg.ConfigType != kmsg.ConfigTypeUnknown {
+			t.Errorf("v2: %s has type %v, documentation %v", cfg.Name, cfg.ConfigType, cfg.Documentation)
+		}
 	}
 }

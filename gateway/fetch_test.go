@@ -1054,3 +1054,34 @@ func TestFetchCaughtUpReadsSmallBuffers(t *testing.T) {
 		t.Fatalf("a fetch of %d caught-up partitions allocated %d MB", parts, alloc>>20)
 	}
 }
+
+// TestFetchSessionEpochWithoutSession: kgate hands out no fetch sessions, so a v7+ request whose epoch
+// is neither 0 (open one) nor -1 (no session) asks for one it cannot hold: FETCH_SESSION_ID_NOT_FOUND
+// at the top level, whatever its session id, as Apache answers an unknown session. Session id 0 with
+// an epoch above 0 was served.
+func TestFetchSessionEpochWithoutSession(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	t.Cleanup(func() { forgetSizing("sess") })
+	createTopic(t, store, "sess", 1)
+	c := fetchConn(t, g)
+	for _, tc := range []struct {
+		id, epoch int32
+		served    bool
+	}{
+		{0, 0, true}, {0, -1, true}, {5, 0, true}, {5, -1, true},
+		{0, 1, false}, {5, 1, false}, {0, -2, false}, {5, -2, false},
+	} {
+		req := fetchRequest("sess", 0, 0, 1<<20, 1<<20)
+		req.SessionID, req.SessionEpoch = tc.id, tc.epoch
+		r, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := r.(*kmsg.FetchResponse)
+		if served := resp.ErrorCode == 0 && len(resp.Topics) == 1; served != tc.served ||
+			!tc.served && resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+			t.Errorf("session %d epoch %d: error %d, %d topics; want served %v (else FETCH_SESSION_ID_NOT_FOUND)",
+				tc.id, tc.epoch, resp.ErrorCode, len(resp.Topics), tc.served)
+		}
+	}
+}

@@ -280,6 +280,27 @@ func TestOffsetCommitUnknownTopicBeforeMember(t *testing.T) {
 	}
 }
 
+// TestOffsetCommitV9UnknownGroupIllegalGeneration pins a deliberate deviation: a commit of generation
+// >= 0 to a group the coordinator does not know is ILLEGAL_GENERATION at v9 too, where Apache answers
+// GROUP_ID_NOT_FOUND from v9 on. Membership lives in memory, so that is every group after a coordinator
+// restart, and ILLEGAL_GENERATION makes a classic consumer rejoin (docs/COMPATIBILITY.md).
+func TestOffsetCommitV9UnknownGroupIllegalGeneration(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	createTopic(t, store, "oc9", 1)
+	for _, v := range []int16{8, 9} {
+		req := commitRequest("oc9-group", 3, "member", "oc9", 1, 0)
+		req.Version = v
+		r, err := fetchConn(t, g).offsetCommit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; got != kerr.IllegalGeneration.Code {
+			t.Errorf("v%d: error %d, want ILLEGAL_GENERATION", v, got)
+		}
+	}
+}
+
 // TestCommitMetadataCountedAsApache: commit metadata is limited to 4096 UTF-16 code units, the length
 // of a Java string, which Apache compares with offset.metadata.max.bytes: non-ASCII metadata of more
 // bytes but fewer units is accepted, as there.

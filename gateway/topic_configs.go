@@ -7,15 +7,20 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kgate/kgate/redisstore"
 )
 
-// topicConfigDef is one topic-level config kgate accepts: its broker default and a validator.
+// topicConfigDef is one topic-level config kgate accepts: its broker default and a validator, and
+// what DescribeConfigs v3+ reports about it: Apache's type and a line of documentation.
 type topicConfigDef struct {
 	def      func(cfg *Config) string
 	validate func(string) error
 	// enforced says whether kgate acts on the value; the rest are stored and reported for tools.
 	enforced bool
+	typ      kmsg.ConfigType
+	doc      string
 }
 
 func intRange(lo, hi int64) func(string) error {
@@ -51,42 +56,42 @@ const maxInt64 = int64(^uint64(0) >> 1)
 // reported with Apache's defaults, for tools that set or read them (3.x's where 4.0 changed one:
 // message.timestamp.after.max.ms, an hour on 4.0, which kgate does not enforce either way).
 var topicConfigDefs = map[string]topicConfigDef{
-	"cleanup.policy":                          {def: constant("delete"), validate: oneOf("delete")},
-	"compression.type":                        {def: constant("producer"), validate: oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
-	"compression.gzip.level":                  {def: constant("-1"), validate: gzipLevel},
-	"compression.lz4.level":                   {def: constant("9"), validate: intRange(1, 17)},
-	"compression.zstd.level":                  {def: constant("3"), validate: intRange(-131072, 22)},
-	"max.message.bytes":                       {def: func(c *Config) string { return strconv.Itoa(int(c.MaxMessageBytes)) }, validate: intRange(0, 1<<31-1), enforced: true},
-	"message.timestamp.type":                  {def: constant("CreateTime"), validate: oneOf("CreateTime", "LogAppendTime"), enforced: true},
-	"retention.ms":                            {def: func(c *Config) string { return strconv.FormatInt(c.DefaultRetentionMs, 10) }, validate: intRange(-1, maxInt64), enforced: true},
-	"retention.bytes":                         {def: func(c *Config) string { return strconv.FormatInt(c.DefaultRetentionBytes, 10) }, validate: intRange(-1, maxInt64)},
-	"segment.bytes":                           {def: constant("1073741824"), validate: intRange(14, 1<<31-1)},
-	"segment.ms":                              {def: constant("604800000"), validate: intRange(1, maxInt64)},
-	"segment.jitter.ms":                       {def: constant("0"), validate: intRange(0, maxInt64)},
-	"segment.index.bytes":                     {def: constant("10485760"), validate: intRange(4, 1<<31-1)},
-	"index.interval.bytes":                    {def: constant("4096"), validate: intRange(0, 1<<31-1)},
-	"preallocate":                             {def: constant("false"), validate: oneOf("true", "false")},
-	"file.delete.delay.ms":                    {def: constant("60000"), validate: intRange(0, maxInt64)},
-	"min.insync.replicas":                     {def: constant("1"), validate: intRange(1, 1<<31-1)},
-	"unclean.leader.election.enable":          {def: constant("false"), validate: oneOf("true", "false")},
-	"leader.replication.throttled.replicas":   {def: constant(""), validate: throttledReplicas},
-	"follower.replication.throttled.replicas": {def: constant(""), validate: throttledReplicas},
-	"message.timestamp.difference.max.ms":     {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64)},
-	"message.timestamp.before.max.ms":         {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64)},
-	"message.timestamp.after.max.ms":          {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64)},
-	"message.format.version":                  {def: constant("3.0-IV1"), validate: messageFormatVersion},
-	"message.downconversion.enable":           {def: constant("true"), validate: oneOf("true", "false")},
-	"delete.retention.ms":                     {def: constant("86400000"), validate: intRange(0, maxInt64)},
-	"min.compaction.lag.ms":                   {def: constant("0"), validate: intRange(0, maxInt64)},
-	"max.compaction.lag.ms":                   {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(1, maxInt64)},
-	"min.cleanable.dirty.ratio":               {def: constant("0.5"), validate: floatRange(0, 1)},
-	"flush.messages":                          {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(1, maxInt64)},
-	"flush.ms":                                {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64)},
-	"remote.storage.enable":                   {def: constant("false"), validate: oneOf("false")},
-	"remote.log.copy.disable":                 {def: constant("false"), validate: oneOf("true", "false")},
-	"remote.log.delete.on.disable":            {def: constant("false"), validate: oneOf("true", "false")},
-	"local.retention.ms":                      {def: constant("-2"), validate: intRange(-2, maxInt64)},
-	"local.retention.bytes":                   {def: constant("-2"), validate: intRange(-2, maxInt64)},
+	"cleanup.policy":                          {def: constant("delete"), validate: oneOf("delete"), typ: kmsg.ConfigTypeList, doc: "How old records go: \"delete\" removes them by age or size (kgate refuses \"compact\")."},
+	"compression.type":                        {def: constant("producer"), validate: oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), typ: kmsg.ConfigTypeString, doc: "Codec the broker stores batches with; \"producer\" keeps the producer's (kgate stores records uncompressed)."},
+	"compression.gzip.level":                  {def: constant("-1"), validate: gzipLevel, typ: kmsg.ConfigTypeInt, doc: "Gzip level used when compression.type is gzip."},
+	"compression.lz4.level":                   {def: constant("9"), validate: intRange(1, 17), typ: kmsg.ConfigTypeInt, doc: "LZ4 level used when compression.type is lz4."},
+	"compression.zstd.level":                  {def: constant("3"), validate: intRange(-131072, 22), typ: kmsg.ConfigTypeInt, doc: "Zstandard level used when compression.type is zstd."},
+	"max.message.bytes":                       {def: func(c *Config) string { return strconv.Itoa(int(c.MaxMessageBytes)) }, validate: intRange(0, 1<<31-1), enforced: true, typ: kmsg.ConfigTypeInt, doc: "Largest record batch the topic accepts, in bytes."},
+	"message.timestamp.type":                  {def: constant("CreateTime"), validate: oneOf("CreateTime", "LogAppendTime"), enforced: true, typ: kmsg.ConfigTypeString, doc: "Which time a record keeps: CreateTime (the producer's) or LogAppendTime (the broker's)."},
+	"retention.ms":                            {def: func(c *Config) string { return strconv.FormatInt(c.DefaultRetentionMs, 10) }, validate: intRange(-1, maxInt64), enforced: true, typ: kmsg.ConfigTypeLong, doc: "How long records are kept before they may be deleted, in ms; -1 keeps them for ever."},
+	"retention.bytes":                         {def: func(c *Config) string { return strconv.FormatInt(c.DefaultRetentionBytes, 10) }, validate: intRange(-1, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Size a partition may grow to before its oldest records go; -1 for no limit (not enforced by kgate)."},
+	"segment.bytes":                           {def: constant("1073741824"), validate: intRange(14, 1<<31-1), typ: kmsg.ConfigTypeInt, doc: "Size of one log segment file (kgate keeps no segment files)."},
+	"segment.ms":                              {def: constant("604800000"), validate: intRange(1, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Time after which a log segment is rolled even if not full (kgate keeps no segment files)."},
+	"segment.jitter.ms":                       {def: constant("0"), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Random time taken off segment.ms so segments do not all roll at once."},
+	"segment.index.bytes":                     {def: constant("10485760"), validate: intRange(4, 1<<31-1), typ: kmsg.ConfigTypeInt, doc: "Size of a segment's offset index (kgate keeps no segment files)."},
+	"index.interval.bytes":                    {def: constant("4096"), validate: intRange(0, 1<<31-1), typ: kmsg.ConfigTypeInt, doc: "Bytes of records between two entries of the offset index."},
+	"preallocate":                             {def: constant("false"), validate: oneOf("true", "false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether segment files are allocated on disk in full when created."},
+	"file.delete.delay.ms":                    {def: constant("60000"), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Wait before a deleted segment's file is removed from disk."},
+	"min.insync.replicas":                     {def: constant("1"), validate: intRange(1, 1<<31-1), typ: kmsg.ConfigTypeInt, doc: "Replicas that must have a record before an acks=all produce succeeds (kgate's replication is Redis's)."},
+	"unclean.leader.election.enable":          {def: constant("false"), validate: oneOf("true", "false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether a replica out of sync may become leader, at the cost of losing records."},
+	"leader.replication.throttled.replicas":   {def: constant(""), validate: throttledReplicas, typ: kmsg.ConfigTypeList, doc: "Replicas whose leader-side replication is throttled: partition:broker pairs, or *."},
+	"follower.replication.throttled.replicas": {def: constant(""), validate: throttledReplicas, typ: kmsg.ConfigTypeList, doc: "Replicas whose follower-side replication is throttled: partition:broker pairs, or *."},
+	"message.timestamp.difference.max.ms":     {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Largest gap allowed between a CreateTime timestamp and the broker's clock (before 4.0)."},
+	"message.timestamp.before.max.ms":         {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "How far in the past a CreateTime timestamp may be."},
+	"message.timestamp.after.max.ms":          {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "How far in the future a CreateTime timestamp may be."},
+	"message.format.version":                  {def: constant("3.0-IV1"), validate: messageFormatVersion, typ: kmsg.ConfigTypeString, doc: "Record format version the broker writes (before 4.0)."},
+	"message.downconversion.enable":           {def: constant("true"), validate: oneOf("true", "false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether records are converted for consumers that ask for an older format (before 4.0)."},
+	"delete.retention.ms":                     {def: constant("86400000"), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "How long deletion markers stay in a compacted topic."},
+	"min.compaction.lag.ms":                   {def: constant("0"), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Least time a record stays uncompacted."},
+	"max.compaction.lag.ms":                   {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(1, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Most time a record may wait before it is eligible for compaction."},
+	"min.cleanable.dirty.ratio":               {def: constant("0.5"), validate: floatRange(0, 1), typ: kmsg.ConfigTypeDouble, doc: "Share of a compacted log not yet cleaned that triggers a cleaning."},
+	"flush.messages":                          {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(1, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Records written between two forced flushes to disk."},
+	"flush.ms":                                {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Time between two forced flushes to disk."},
+	"remote.storage.enable":                   {def: constant("false"), validate: oneOf("false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether the topic uses tiered storage (kgate refuses true)."},
+	"remote.log.copy.disable":                 {def: constant("false"), validate: oneOf("true", "false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether copying segments to tiered storage is stopped."},
+	"remote.log.delete.on.disable":            {def: constant("false"), validate: oneOf("true", "false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether tiered data is deleted when tiered storage is turned off for the topic."},
+	"local.retention.ms":                      {def: constant("-2"), validate: intRange(-2, maxInt64), typ: kmsg.ConfigTypeLong, doc: "How long records stay on local disk when tiered storage is on; -2 follows retention.ms."},
+	"local.retention.bytes":                   {def: constant("-2"), validate: intRange(-2, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Local size limit when tiered storage is on; -2 follows retention.bytes."},
 }
 
 func floatRange(lo, hi float64) func(string) error {

@@ -265,12 +265,22 @@ func (s *Store) dropTopicOffsets(ctx context.Context, name string, n int32) erro
 // partitions created with meta (pmeta) with it when every partition so far was and SetPartitions
 // wrote the meta of every partition from the old count on (ARGV[3], the first it wrote; -1: none). A
 // partition an earlier kgate added has no meta, so the count stops there.
+//
+// ARGV[4] is the count the caller read. go-redis's cluster client resends a command whose connection
+// failed after Redis ran it, so a second run finding exactly the count asked for, above the one read,
+// is this request's change and succeeds: refused, CreatePartitions answered INVALID_PARTITIONS for a
+// change it made. (Another request growing the topic to that same count in between succeeds as
+// well; the topic has the count asked for either way.)
 var setPartitionsScript = redis.NewScript(`
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return -1 end
 local old = tonumber(string.match(raw, '"partitions":(%d+)'))
-local want = tonumber(ARGV[2])
-if not old or want <= old then return -2 end
+local want, read = tonumber(ARGV[2]), tonumber(ARGV[4])
+if not old then return -2 end
+if want <= old then
+  if old == want and read < want then return old end
+  return -2
+end
 raw = string.gsub(raw, '"partitions":%d+', '"partitions":' .. ARGV[2], 1)
 local pmeta, from = tonumber(string.match(raw, '"pmeta":(%d+)')), tonumber(ARGV[3])
 if pmeta and pmeta >= old and from >= 0 and from <= old then
@@ -298,7 +308,7 @@ func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
 		metaFrom = t.Partitions
 	}
 	// The script edits the JSON text in place: cjson would reformat large integers with exponents.
-	res, err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, n, metaFrom).Int64()
+	res, err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, name, n, metaFrom, t.Partitions).Int64()
 	if err != nil {
 		return err
 	}

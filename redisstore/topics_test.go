@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,7 +353,7 @@ func TestCreatePartitionsRacingCreateTopic(t *testing.T) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "race", 3) // marked: pmeta 3
 		// The other gateway's SetPartitions read the topic before the mark: no meta written (-1).
-		if err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, "race", 6, -1).Err(); err != nil {
+		if err := setPartitionsScript.Run(ctx, s.rdb, []string{s.keys.topics()}, "race", 6, -1, 3).Err(); err != nil {
 			t.Fatal(err)
 		}
 		tp, err := s.Topic(ctx, "race")
@@ -468,4 +469,58 @@ func TestDeleteTopicNameTakenDuringDrop(t *testing.T) {
 	if !errors.Is(createErr, ErrTopicExists) {
 		t.Fatalf("create under the name while its offsets were dropped: %v, want ErrTopicExists", createErr)
 	}
+}
+
+// resendRegistryScripts runs every script on the topic registry twice while on, as go-redis's cluster
+// client resends a command whose connection failed after Redis ran it (its first reply lost).
+type resendRegistryScripts struct {
+	key    string
+	on     atomic.Bool
+	resent atomic.Int32
+}
+
+func (h *resendRegistryScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *resendRegistryScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *resendRegistryScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if h.on.Load() && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 && args[3] == h.key {
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+			h.resent.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestSetPartitionsResent: a SetPartitions whose script runs twice (a resend after a lost reply)
+// succeeds: the second run finds the count it asked for, grown from the one it read, and takes it as
+// its own change, where it answered ErrInvalidPartitions (CreatePartitions' INVALID_PARTITIONS) for a
+// change that was made. A request for no more than the count it read is still refused.
+func TestSetPartitionsResent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "resent", 3)
+		h := &resendRegistryScripts{key: s.keys.topics()}
+		s.Client().AddHook(h)
+		h.on.Store(true)
+		if err := s.SetPartitions(ctx, "resent", 5); err != nil {
+			t.Fatalf("SetPartitions(5) run twice: %v", err)
+		}
+		if h.resent.Load() == 0 {
+			t.Fatal("the script was not run twice")
+		}
+		tp, err := s.Topic(ctx, "resent")
+		if err != nil || tp.Partitions != 5 || tp.PartitionMeta != 5 {
+			t.Fatalf("topic: %d partitions, pmeta %d, %v; want 5 and 5", tp.Partitions, tp.PartitionMeta, err)
+		}
+		for _, n := range []int32{5, 4} {
+			if err := s.SetPartitions(ctx, "resent", n); !errors.Is(err, ErrInvalidPartitions) {
+				t.Errorf("SetPartitions(%d) from 5, run twice: %v, want ErrInvalidPartitions", n, err)
+			}
+		}
+	})
 }
