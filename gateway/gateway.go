@@ -174,6 +174,7 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		unsent:     map[string]struct{}{},
 	}
 	g.bgCtx, g.stopBg = context.WithCancel(context.Background())
+	g.topics.ctx = g.bgCtx
 	return g
 }
 
@@ -300,6 +301,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	close(served)
 	<-shutDown // shutdown has run, whoever started it: the coordinator is closed
 	g.wg.Wait()
+	g.topics.wait()
 	return err
 }
 

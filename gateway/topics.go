@@ -21,12 +21,15 @@ const missReloadGap = 100 * time.Millisecond
 // A gateway that cannot reload the registry (Redis away, or on a cluster the master holding it failing
 // over) goes on serving the topics it last read, as a Kafka broker serves from its cached metadata
 // while the controller is away: the registry is one hash on one master, and without this a failover of
-// that master stopped produce and fetch on every master's partitions. A view is served that way for
-// at most maxStaleView after it was read. While reloads fail, one lookup per staleRetry tries again
-// (waiting out a command timeout); the others are answered from the view at once. Operations on a
-// partition still check it in Redis (a deleted topic's partitions are refused there).
+// that master stopped produce and fetch on every master's partitions. A lookup of a topic in a view
+// past its TTL reloads in the background and waits for that at most staleWait (a healthy Redis answers
+// in about a millisecond), then goes on with the view; after a failed reload the view is served for
+// staleRetry before another is tried. A view is served that way for at most maxStaleView after it was
+// read. Operations on a partition still check it in Redis (a deleted topic's partitions are refused
+// there).
 const (
 	maxStaleView = 5 * time.Minute
+	staleWait    = 50 * time.Millisecond
 	staleRetry   = time.Second
 )
 
@@ -45,17 +48,31 @@ type topicCache struct {
 	// waiting for a reload while Redis is away share its failure instead of each waiting out a command
 	// timeout in turn, and so do those that come within missReloadGap after it (a request's lookups of
 	// its topics, one after the other).
-	tried     time.Time
-	failed    error
-	failedAt  time.Time
-	reloading bool      // a reload is reading the registry
-	retried   time.Time // when a lookup served stale was last let through to reload (servesStale)
+	tried    time.Time
+	failed   error
+	failedAt time.Time
+	// pending is the background reload of a view past its TTL (backgroundReload), which bg waits for
+	// at shutdown; it runs on ctx.
+	pending *pendingReload
+	bg      sync.WaitGroup
+	ctx     context.Context
 	// invalidated is when invalidate last ran: a reload that began before it read a view without
 	// the change that called it, and does not count as fresh.
 	invalidated time.Time
 }
 
-func newTopicCache(s *redisstore.Store) *topicCache { return &topicCache{store: s} }
+func newTopicCache(s *redisstore.Store) *topicCache {
+	return &topicCache{store: s, ctx: context.Background()}
+}
+
+// pendingReload is a background reload; err is set before done is closed. Lookups wait for it until
+// patience (staleWait after it began), not each for staleWait: while Redis does not answer, only the
+// lookups of its first moments wait.
+type pendingReload struct {
+	done     chan struct{}
+	err      error
+	patience time.Time
+}
 
 // fresh reports whether the view read is young enough at now; c.mu is held.
 func (c *topicCache) fresh(now time.Time) bool {
@@ -79,13 +96,7 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	}
 	began := time.Now()
 	c.reloads++
-	c.mu.Lock()
-	c.reloading = true
-	c.mu.Unlock()
 	all, err := c.store.Topics(ctx)
-	c.mu.Lock()
-	c.reloading = false
-	c.mu.Unlock()
 	if err != nil && ctx.Err() != nil {
 		// The caller's own context ended (its client went away, its request's timeout): not Redis's
 		// failure, and not to be shared with other lookups.
@@ -137,34 +148,49 @@ func (c *topicCache) byTopicID(ctx context.Context, id [16]byte) (redisstore.Top
 	})
 }
 
-// servesStale reports whether the view, too old to be fresh, is served because reloads fail (Redis
-// unreachable), at now; c.mu is held. Unless retried is set (a reload was just tried and failed), one
-// lookup per staleRetry is told to try again.
-func (c *topicCache) servesStale(now time.Time, retried bool) bool {
-	if c.byName == nil || c.loaded.IsZero() || now.Sub(c.loaded) >= maxStaleView ||
-		c.failed == nil || !redisstore.IsUnavailable(c.failed) {
-		return false
-	}
-	if retried || c.reloading || now.Sub(c.failedAt) < staleRetry || now.Sub(c.retried) < staleRetry {
-		return true
-	}
-	c.retried = now // this lookup tries again; those after it are served the view meanwhile
-	return false
+// servable reports whether the view may be served while it cannot be reloaded, at now; c.mu is held.
+// An invalidated view (loaded zero) is known to be wrong, and is not.
+func (c *topicCache) servable(now time.Time) bool {
+	return c.byName != nil && !c.loaded.IsZero() && now.Sub(c.loaded) < maxStaleView
 }
 
-// reloadOrStale reloads the registry (refreshSince). When that fails with Redis unreachable and the
-// view may be served stale, it returns the failure as stale, for the caller to go on with the view.
-func (c *topicCache) reloadOrStale(ctx context.Context, since time.Time) (stale, err error) {
-	err = c.refreshSince(ctx, since)
-	if err == nil || ctx.Err() != nil {
-		return nil, err
+// backgroundReload joins the background reload in flight or starts one, unless a reload failed within
+// staleRetry (nil then); c.mu is held.
+func (c *topicCache) backgroundReload(now time.Time) *pendingReload {
+	if c.pending != nil {
+		return c.pending
+	}
+	if c.failed != nil && now.Sub(c.failedAt) < staleRetry {
+		return nil
+	}
+	r := &pendingReload{done: make(chan struct{}), patience: now.Add(staleWait)}
+	c.pending = r
+	c.bg.Go(func() {
+		r.err = c.refreshSince(c.ctx, now)
+		c.mu.Lock()
+		c.pending = nil
+		c.mu.Unlock()
+		close(r.done)
+	})
+	return r
+}
+
+// wait returns once the background reloads have ended (their context is cancelled first).
+func (c *topicCache) wait() { c.bg.Wait() }
+
+// reloadOrStale reloads the registry (refreshSince); when that fails with Redis unreachable and the view
+// is servable, the caller goes on with the view.
+func (c *topicCache) reloadOrStale(ctx context.Context, since time.Time) error {
+	err := c.refreshSince(ctx, since)
+	if err == nil || ctx.Err() != nil || !redisstore.IsUnavailable(err) {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.servesStale(since, true) {
-		return err, nil
+	if c.servable(since) {
+		return nil
 	}
-	return nil, err
+	return err
 }
 
 // lookup runs find (under the lock) on the cached registry, and again after a reload when the cache
@@ -175,25 +201,45 @@ func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, 
 	t, ok := find()
 	fresh := c.fresh(asked)
 	missedLately := c.byName != nil && asked.Sub(c.loaded) < missReloadGap
-	served := ok && !fresh && c.servesStale(asked, false)
+	var reload *pendingReload
+	servable := ok && !fresh && c.servable(asked)
+	if servable {
+		reload = c.backgroundReload(asked)
+	}
 	c.mu.Unlock()
 	switch {
-	case ok && (fresh || served):
+	case ok && fresh:
 		return t, nil
+	case servable:
+		if reload == nil {
+			return t, nil // reloads fail lately
+		}
+		timer := time.NewTimer(time.Until(reload.patience))
+		defer timer.Stop()
+		select {
+		case <-reload.done:
+		case <-timer.C:
+			return t, nil // Redis is slow to answer: the view meanwhile
+		case <-ctx.Done():
+			return redisstore.Topic{}, ctx.Err()
+		}
+		if err := reload.err; err != nil {
+			if redisstore.IsUnavailable(err) {
+				return t, nil
+			}
+			return redisstore.Topic{}, err
+		}
 	case !ok && missedLately:
 		return redisstore.Topic{}, redisstore.ErrUnknownTopic
-	}
-	stale, err := c.reloadOrStale(ctx, asked)
-	if err != nil {
-		return redisstore.Topic{}, err
+	default:
+		if err := c.refreshSince(ctx, asked); err != nil {
+			return redisstore.Topic{}, err
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := find(); ok {
 		return t, nil
-	}
-	if stale != nil {
-		return redisstore.Topic{}, stale // not in a view that could not be reloaded: unknown only to this gateway, maybe
 	}
 	return redisstore.Topic{}, redisstore.ErrUnknownTopic
 }
@@ -208,7 +254,7 @@ func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
 	fresh := c.fresh(asked)
 	c.mu.Unlock()
 	if !fresh {
-		if _, err := c.reloadOrStale(ctx, asked); err != nil {
+		if err := c.reloadOrStale(ctx, asked); err != nil {
 			return false, err
 		}
 	}
@@ -228,7 +274,7 @@ func (c *topicCache) all(ctx context.Context) (map[string]redisstore.Topic, erro
 // allWithCollisions is all with its names by their '.'/'_' form (built by the reload; never changed
 // after, so shared).
 func (c *topicCache) allWithCollisions(ctx context.Context) (map[string]redisstore.Topic, dotCollisions, error) {
-	if _, err := c.reloadOrStale(ctx, time.Now()); err != nil {
+	if err := c.reloadOrStale(ctx, time.Now()); err != nil {
 		return nil, nil, err
 	}
 	c.mu.Lock()
