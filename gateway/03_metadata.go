@@ -159,7 +159,7 @@ func (g *Gateway) autoCreateTopic(ctx context.Context, name string) (redisstore.
 	}
 	t := g.newTopic(name, g.cfg.DefaultPartitions, nil)
 	err = g.store.CreateTopic(ctx, t)
-	g.topics.invalidate()
+	g.topics.changed(err)
 	switch {
 	case errors.Is(err, redisstore.ErrTopicExists): // created meanwhile, through any gateway
 	case err != nil:

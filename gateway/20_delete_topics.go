@@ -97,7 +97,7 @@ func (g *Gateway) deleteTopic(ctx context.Context, name string, id [16]byte) err
 	} else {
 		err = g.store.DeleteTopicID(ctx, name, id)
 	}
-	g.topics.invalidate()
+	g.topics.changed(err)
 	g.tail.forget(name)
 	if err == nil {
 		forgetTopicMetrics(name)

@@ -42,7 +42,7 @@ func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsR
 		case req.ValidateOnly:
 		default:
 			err := g.store.SetPartitions(ctx, rt.Topic, rt.Count)
-			g.topics.invalidate()
+			g.topics.changed(err)
 			switch {
 			case errors.Is(err, redisstore.ErrInvalidPartitions):
 				msg(kerr.InvalidPartitions.Code, "partition count can only grow")

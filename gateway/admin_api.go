@@ -864,7 +864,7 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	t := g.newTopic(req.Name, req.Partitions, req.Configs)
 	err := g.store.CreateTopic(r.Context(), t)
-	g.topics.invalidate()
+	g.topics.changed(err)
 	switch {
 	case errors.Is(err, redisstore.ErrTopicExists):
 		writeError(w, http.StatusConflict, "topic already exists")

@@ -8,7 +8,9 @@ import (
 	"github.com/kgate/kgate/redisstore"
 )
 
-// topicCacheTTL bounds how long a gateway may act on a topic registry another gateway has changed.
+// topicCacheTTL is how long a view of the registry is used without reloading it: about how long a
+// gateway may act on a registry another gateway has changed, while Redis answers within staleWait
+// (longer when it does not: see maxStaleView).
 const topicCacheTTL = time.Second
 
 // missReloadGap is how long after a reload a name or ID the registry did not hold is answered as
@@ -302,5 +304,21 @@ func (c *topicCache) invalidateStale() {
 func (c *topicCache) invalidate() {
 	c.mu.Lock()
 	c.loaded, c.invalidated = time.Time{}, time.Now()
+	c.mu.Unlock()
+}
+
+// changed is invalidate after a create, delete or growth through this gateway that ended with err.
+// One that failed with Redis unreachable may or may not have changed the registry: the next lookup
+// reloads, but the view stays servable while reloads fail (a timed-out admin request must not stop
+// produce and fetch on every topic while the registry's master is away).
+func (c *topicCache) changed(err error) {
+	if err == nil || !redisstore.IsUnavailable(err) {
+		c.invalidate()
+		return
+	}
+	c.mu.Lock()
+	if expired := time.Now().Add(-topicCacheTTL); !c.loaded.IsZero() && c.loaded.After(expired) {
+		c.loaded = expired
+	}
 	c.mu.Unlock()
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
@@ -276,6 +278,24 @@ func TestTopicCacheServesLastViewWhileRegistryAway(t *testing.T) {
 	}
 	if _, err := g.topics.get(ctx, "never-created"); err == nil || errors.Is(err, redisstore.ErrUnknownTopic) {
 		t.Fatalf("a name the last view lacks: %v, want the Redis failure", err)
+	}
+	// An admin request that fails meanwhile (its registry write cannot get through either) leaves the
+	// view served: it threw the view away, and every fetch failed after it.
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.TimeoutMillis = 1000
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "t", 2
+	cp.Topics = append(cp.Topics, cpt)
+	resp, err := c.createPartitions(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode; code == 0 {
+		t.Fatal("CreatePartitions succeeded with the registry away")
+	}
+	time.Sleep(staleRetry) // the next lookup tries Redis again, and goes on with the view
+	if sp := fetchOne(t, ctx, c, fetchRequest("t", 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 || countRecords(sp.RecordBatches) != 3 {
+		t.Fatalf("after a failed CreatePartitions: error %d, %d records; want the last view still served", sp.ErrorCode, countRecords(sp.RecordBatches))
 	}
 	g.topics.mu.Lock()
 	g.topics.loaded = time.Now().Add(-maxStaleView)
