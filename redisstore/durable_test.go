@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/kgate/kgate/internal/redistest"
 )
 
@@ -204,6 +206,16 @@ func TestDurableCommitStandalone(t *testing.T) {
 			t.Fatalf("commit %d with the replica stalled: %v, want ErrNotDurable", i, err)
 		}
 	}
+	// A group's first commit, stored but not confirmed, is listed all the same (ListGroups, and the
+	// deletion of a topic's offsets, find groups through the index).
+	for i, err := range stalled.CommitOffsets(ctx, "new-group", []OffsetCommit{{Topic: "durcommit", Partition: 1, Offset: 2}}, time.Now()) {
+		if !errors.Is(err, ErrNotDurable) {
+			t.Fatalf("new group's commit %d with the replica stalled: %v, want ErrNotDurable", i, err)
+		}
+	}
+	if ok, err := s.Client().SIsMember(ctx, s.keys.groups(), "new-group").Result(); err != nil || !ok {
+		t.Fatalf("a group whose commit is stored but not confirmed is not in the groups index (%v)", err)
+	}
 	got, err := s.CommittedOffsets(ctx, "g")
 	if err != nil {
 		t.Fatal(err)
@@ -227,5 +239,32 @@ func TestDurableCommitCluster(t *testing.T) {
 		if !errors.Is(err, ErrNotDurable) {
 			t.Fatalf("commit %d: %v, want ErrNotDurable", i, err)
 		}
+	}
+}
+
+// A durable commit goes to the group's master on a node client, which does not follow MOVED: after
+// the group's slot moved, the first commit fails (retriable) and reloads the slot map, so the next
+// one reaches the new master rather than failing until some periodic reload.
+func TestDurableCommitAfterSlotMoved(t *testing.T) {
+	s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true, WaitReplicas: 1, WaitTimeout: 30 * time.Millisecond})
+	ctx := t.Context()
+	mustCreateTopic(t, s, "durmoved", 1)
+	commit := func(offset int64) error {
+		return s.CommitOffsets(ctx, "moving-group", []OffsetCommit{{Topic: "durmoved", Partition: 0, Offset: offset}}, time.Now())[0]
+	}
+	// No replicas in the test cluster: a commit that reached its master reports ErrNotDurable.
+	if err := commit(1); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("commit before the move: %v", err)
+	}
+	startSlotMove(t, s.keys.offsets("moving-group")).finish()
+	if err := commit(2); !redis.HasErrorPrefix(err, "MOVED") || !IsUnavailable(err) {
+		t.Fatalf("first commit after the move: %v, want a retriable MOVED", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for err := commit(3); !errors.Is(err, ErrNotDurable); err = commit(3) {
+		if time.Now().After(deadline) {
+			t.Fatalf("commits still fail 2 s after the slot moved: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -104,18 +104,18 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		}
 	}
 	if stored == 0 {
+		if conn != nil && (redis.HasErrorPrefix(txErr, "MOVED") || redis.HasErrorPrefix(errs[0], "MOVED")) {
+			// The node client does not redirect: the group's slot moved, and the next commit should
+			// find its new master without waiting for the periodic reload of the slot map.
+			s.RefreshTopology(ctx)
+		}
 		return errs
 	}
+	var notDurable error
 	if conn != nil {
-		if err := s.waitDurable(ctx, conn); err != nil {
-			// Stored on the master, maybe not beyond it: the client is told to commit again.
-			for i := range errs {
-				if errs[i] == nil {
-					errs[i] = err
-				}
-			}
-			return errs
-		}
+		// Stored on the master, maybe not beyond it: the client is told to commit again (below). The
+		// groups index and the streams' consumer groups are still updated: the offsets are there.
+		notDurable = s.waitDurable(ctx, conn)
 	}
 	pipe := s.rdb.Pipeline()
 	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: a
@@ -149,6 +149,8 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		case cmds[i] == nil:
 		case indexErr != nil:
 			errs[i] = indexErr
+		case notDurable != nil:
+			errs[i] = notDurable
 		default:
 			errs[i] = cmds[i].Err()
 		}
