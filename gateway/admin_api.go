@@ -594,6 +594,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	// (which can be megabytes) goes to a client that may not read it.
 	unlock := sync.OnceFunc(g.writes.commit(group))
 	defer unlock()
+	warning := "" // the reset is done, with this said about it
 	info, live, code := g.describeGroup(ctx, group)
 	if code != 0 {
 		writeError(w, http.StatusServiceUnavailable, "the group's coordinator cannot tell whether it has members: "+kerr.ErrorForCode(code).Error())
@@ -698,15 +699,24 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		}
 		// An untimestamped write: the sidecar entries it overwrites are cleared.
 		for _, err := range g.store.CommitOffsets(ctx, group, commits, time.Time{}) {
-			if err != nil {
+			switch {
+			case errors.Is(err, redisstore.ErrNotDurable):
+				// Written on the primary: an error would have the operator send it again, and a
+				// relative reset ("shift") sent again moves the offsets twice.
+				warning = "the offsets are written on the Redis primary but its replicas did not confirm them within redis.wait_timeout: a failover now could undo the reset; check the group's offsets before resetting again"
+			case err != nil:
 				storeError(w, err)
 				return
 			}
 		}
-		g.log.Info().Str("group", group).Str("topic", req.Topic).Str("to", req.To).Msg("offsets reset through the admin API")
+		g.log.Info().Str("group", group).Str("topic", req.Topic).Str("to", req.To).Bool("confirmed", warning == "").Msg("offsets reset through the admin API")
 	}
 	unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"dryRun": req.DryRun, "offsets": results})
+	body := map[string]any{"dryRun": req.DryRun, "offsets": results}
+	if warning != "" {
+		body["warning"] = warning
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (g *Gateway) apiDeleteGroup(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -501,4 +502,35 @@ func joinRequest(version int16, group string) *kmsg.JoinGroupRequest {
 	jp.Name = "range"
 	join.Protocols = append(join.Protocols, jp)
 	return join
+}
+
+// An admin offset reset whose commit Redis stored but its replicas did not confirm (redis.wait_replicas)
+// answers 200 with a warning: answered with an error, it would be sent again, and a relative reset
+// ("shift") sent again moves the offsets twice.
+func TestAdminResetNotConfirmedWarns(t *testing.T) {
+	srv := redisServer(t)
+	// No replica: WAIT confirms nothing.
+	store := openStoreAt(t, srv.Addr, redisstore.Options{WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
+	g, _ := serveOn(t, store, Config{})
+	createTopic(t, store, "unconfirmed", 1)
+	appendValues(t, t.Context(), store, "unconfirmed", 0, 100, 10)
+	reset := func(body string) (int, map[string]any) {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/shifted/offsets", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		g.adminHandler().ServeHTTP(rec, req)
+		var out map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &out)
+		return rec.Code, out
+	}
+	if code, out := reset(`{"topic":"unconfirmed","to":"offset","value":50}`); code != http.StatusOK || out["warning"] == nil {
+		t.Fatalf("reset to 50: %d %v, want 200 with a warning", code, out)
+	}
+	if code, out := reset(`{"topic":"unconfirmed","to":"shift","value":-10}`); code != http.StatusOK || out["warning"] == nil {
+		t.Fatalf("shift by -10: %d %v, want 200 with a warning", code, out)
+	}
+	got, err := store.CommittedOffsets(t.Context(), "shifted")
+	if err != nil || len(got) != 1 || got[0].Offset != 40 {
+		t.Fatalf("committed %+v (%v), want offset 40", got, err)
+	}
 }
