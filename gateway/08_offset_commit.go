@@ -15,7 +15,8 @@ package gateway
 // Deviation: a commit of generation >= 0 to a group the coordinator does not know is
 // ILLEGAL_GENERATION at every version; Apache answers GROUP_ID_NOT_FOUND from v9 on. Membership is in
 // memory, so after a coordinator restart every group is unknown, and ILLEGAL_GENERATION makes a
-// classic consumer rejoin (how clients take GROUP_ID_NOT_FOUND for a classic group is unverified).
+// classic consumer rejoin; franz-go, which sends v9, rejoins after a failed commit only on that or
+// UNKNOWN_MEMBER_ID.
 
 import (
 	"context"
