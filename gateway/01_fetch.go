@@ -184,6 +184,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		// Before the encoding, which it overlaps: a consumer catching up waits for this read next.
 		c.readAheadAfter(parts, maxBytes)
 	}
+	c.dropSpeculation() // not taken by readAheadAfter
 	c.encodeFetch(parts, rd.results)
 	for _, p := range parts {
 		if n := len(p.resp.RecordBatches); n > 0 {
@@ -284,9 +285,18 @@ func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
 		more = more || parts[i].more
 	}
 	if !more || !c.wantReadAhead() {
+		return // the speculation, if any, is dropped by the caller
+	}
+	reqs, ids := planReads(parts, maxBytes, true), topicIDs(parts)
+	if spec := c.spec; spec != nil && spec.order(reqs, ids) != nil {
+		c.spec, c.specMisses = nil, 0
+		c.dropReadAhead()
+		c.ahead = spec
+		mReadAheadSpec.Inc()
 		return
 	}
-	c.startReadAhead(planReads(parts, maxBytes, true), topicIDs(parts))
+	c.dropSpeculation()
+	c.startReadAhead(reqs, ids)
 }
 
 func topicIDs(parts []fetchPart) [][16]byte {
@@ -362,6 +372,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	reqs := planReads(parts, maxBytes, false)
 	var results []redisstore.ReadResult
 	if useAhead && c.ahead != nil {
+		c.speculate(parts, maxBytes, reqs, topicIDs(parts))
 		if results = c.takeReadAhead(ctx, reqs, topicIDs(parts)); results != nil && results[0].Err == nil {
 			c.freshOffsets(ctx, reqs, results)
 		}

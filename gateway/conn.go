@@ -38,7 +38,11 @@ type conn struct {
 	outBufs []*[]byte
 	// ahead is the read-ahead for the next fetch (read_ahead.go); aheadWG tracks its reads.
 	ahead   *readAhead
+	spec    *readAhead // the read a fetch started for the next one from a guess (speculate)
 	aheadWG sync.WaitGroup
+	// specMisses counts speculations in a row the fetch did not take, specSkipped the chances passed
+	// up since.
+	specMisses, specSkipped int
 	// aheadMisses counts read-aheads in a row the next fetch did not use; aheadSkipped the chances
 	// to read ahead passed up since (wantReadAhead).
 	aheadMisses, aheadSkipped int

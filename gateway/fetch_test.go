@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -1084,4 +1085,67 @@ func TestFetchSessionEpochWithoutSession(t *testing.T) {
 				tc.id, tc.epoch, resp.ErrorCode, len(resp.Topics), tc.served)
 		}
 	}
+}
+
+// A consumer deep in a backlog: a fetch taking a read-ahead of whole counts starts the next fetch's
+// read at once, from where that read-ahead's reads end, and the next fetch uses it when its response
+// ends there (every record once and in order either way). Records of varied sizes make the guesses
+// miss; after three misses in a row a connection guesses only now and then.
+func TestFetchSpeculativeReadAhead(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	createTopic(t, store, "spec", 1)
+	t.Cleanup(func() { forgetSizing("spec") })
+	const n = 4000
+	appendValues(t, ctx, store, "spec", 0, n, 100)
+	c := fetchConn(t, g)
+	consume := func(from, to int64) (fetches int) {
+		for next := from; next < to; fetches++ {
+			sp := fetchOne(t, ctx, c, fetchRequest("spec", 0, next, 16<<10, 1<<20))
+			c.releaseOutBufs()
+			got := batchOffsets(t, sp.RecordBatches)
+			if sp.ErrorCode != 0 || len(got) == 0 {
+				t.Fatalf("fetch %d at %d: error %d, %d records", fetches, next, sp.ErrorCode, len(got))
+			}
+			for i, o := range got {
+				if o != next+int64(i) {
+					t.Fatalf("fetch %d: offset %d at %d, want %d", fetches, o, i, next+int64(i))
+				}
+			}
+			next += int64(len(got))
+		}
+		return fetches
+	}
+	before := testutil.ToFloat64(mReadAheadSpec)
+	fetches := consume(0, n)
+	if used := testutil.ToFloat64(mReadAheadSpec) - before; used < float64(fetches)/2 {
+		t.Fatalf("%d fetches of equal records used %v speculative reads, want most", fetches, used)
+	}
+	// After three misses in a row, a connection guesses once in readAheadRetry chances, until a guess
+	// is used again.
+	appendValues(t, ctx, store, "spec", 0, 4000, 100)
+	c.specMisses, c.specSkipped = readAheadMaxMisses, 0
+	before = testutil.ToFloat64(mReadAheadSpec)
+	consume(n, n+1200) // 10 fetches of about 120 records
+	if used := testutil.ToFloat64(mReadAheadSpec) - before; used != 0 || c.specSkipped == 0 {
+		t.Fatalf("after three misses: %v speculative reads used, %d chances passed up; want none used", used, c.specSkipped)
+	}
+	if c.spec != nil {
+		t.Fatal("a speculative read kept after its fetch")
+	}
+}
+
+// batchOffsets is the offsets of the records in a fetch response's record batches.
+func batchOffsets(t *testing.T, set []byte) []int64 {
+	t.Helper()
+	batches, err := protocol.DecodeBatches(set, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, b := range batches {
+		for _, r := range b.Records {
+			out = append(out, b.BaseOffset+int64(r.OffsetDelta))
+		}
+	}
+	return out
 }

@@ -42,9 +42,65 @@ type readAhead struct {
 // the read-ahead from here on.
 func (c *conn) startReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) {
 	c.dropReadAhead()
+	c.ahead = c.newReadAhead(reqs, ids)
+}
+
+// A fetch that takes a read-ahead reading whole counts of entries of every partition (a consumer deep
+// in a backlog) will most likely answer with all of them: fetch sizing reads as many entries as the
+// byte limits take, counted at a record's stored size, which is above its encoded size. The fetch
+// then starts reading for the next one at once (speculate), from where the taken read-ahead's reads
+// end, before that read-ahead has its records: two reads are in flight instead of one, and the next
+// fetch's read starts a whole read earlier. The speculation is used only if the response ends where
+// it guessed (readAheadAfter); otherwise it is dropped and a read-ahead starts as before. At most
+// specMaxBytes of records are read that way.
+const specMaxBytes = 10 << 20
+
+// speculate starts c.spec for parts' fetch (max_bytes maxBytes, planned as reqs) when the read-ahead
+// it is about to take reads a whole count of entries of each partition.
+func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.ReadRequest, ids [][16]byte) {
+	ra := c.ahead
+	order := ra.order(reqs, ids)
+	if order == nil {
+		return
+	}
+	guess := make([]fetchPart, len(parts))
+	copy(guess, parts)
+	held := int64(0)
+	for i := range guess {
+		r := ra.reqs[order[i]]
+		if r.Count <= 0 || r.Expect != r.Count {
+			return // a partition near its end: how much it holds is not known
+		}
+		guess[i].next = r.Offset + r.Count
+		held += r.Count * max(guess[i].sizing.stored.Load(), 1)
+	}
+	if held > specMaxBytes {
+		return
+	}
+	// Records of varied sizes make the guesses miss: after readAheadMaxMisses in a row, one chance in
+	// readAheadRetry is taken, until one is used again.
+	if c.specMisses >= readAheadMaxMisses {
+		if c.specSkipped++; c.specSkipped%readAheadRetry != 0 {
+			return
+		}
+	}
+	c.dropSpeculation()
+	c.spec = c.newReadAhead(planReads(guess, maxBytes, true), ids)
+}
+
+// dropSpeculation cancels a speculative read the fetch did not take, a miss.
+func (c *conn) dropSpeculation() {
+	if c.spec != nil {
+		c.spec.cancel()
+		c.spec = nil
+		c.specMisses++
+	}
+}
+
+// newReadAhead starts reading reqs in the background.
+func (c *conn) newReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) *readAhead {
 	ctx, cancel := context.WithCancel(c.g.bgCtx)
 	ra := &readAhead{reqs: reqs, ids: ids, cancel: cancel, done: make(chan struct{})}
-	c.ahead = ra
 	c.aheadWG.Go(func() {
 		res := c.g.store.Read(ctx, ra.reqs)
 		ra.mu.Lock()
@@ -61,6 +117,7 @@ func (c *conn) startReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) {
 		ra.res = nil
 		ra.mu.Unlock()
 	})
+	return ra
 }
 
 // takeReadAhead returns, in the order of reqs, the read-ahead's results for exactly these partitions
@@ -193,5 +250,6 @@ func (c *conn) dropReadAhead() {
 // ends within the store's command timeout).
 func (c *conn) closeReadAhead() {
 	c.dropReadAhead()
+	c.dropSpeculation()
 	c.aheadWG.Wait()
 }
