@@ -704,6 +704,8 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 				// Written on the primary: an error would have the operator send it again, and a
 				// relative reset ("shift") sent again moves the offsets twice.
 				warning = "the offsets are written on the Redis primary but its replicas did not confirm them within redis.wait_timeout: a failover now could undo the reset; check the group's offsets before resetting again"
+			case errors.Is(err, redisstore.ErrOffsetsStored):
+				warning = "the offsets are stored, but updating the group's listing or its Redis stream consumer groups failed (" + err.Error() + "): the next commit of the group does it; do not send a relative reset again"
 			case err != nil:
 				storeError(w, err)
 				return

@@ -534,3 +534,39 @@ func TestAdminResetNotConfirmedWarns(t *testing.T) {
 		t.Fatalf("committed %+v (%v), want offset 40", got, err)
 	}
 }
+
+// An admin reset whose offsets were stored but whose follow-up failed (the streams' consumer groups,
+// here refused by an ACL; on a cluster, another master away) answers 200 with a warning: a 503 had
+// the operator send a relative reset again, which moved the offsets twice.
+func TestAdminResetStoredThenFailedWarns(t *testing.T) {
+	srv := redisServer(t)
+	admin := openStoreAt(t, srv.Addr, redisstore.Options{})
+	user := fmt.Sprintf("noscripts-%d", time.Now().UnixNano())
+	if err := admin.Client().Do(t.Context(), "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
+		t.Skip("ACL not available:", err)
+	}
+	t.Cleanup(func() { admin.Client().Do(context.Background(), "ACL", "DELUSER", user) })
+	store := openStoreAt(t, srv.Addr, redisstore.Options{Username: user, Password: "pw", Namespace: admin.Namespace()})
+	g, _ := serveOn(t, store, Config{})
+	createTopic(t, store, "stored", 1)
+	appendValues(t, t.Context(), store, "stored", 0, 100, 10)
+	// From now on the gateway's scripts are refused (its registered node too, for this short test).
+	if err := admin.Client().Do(t.Context(), "ACL", "SETUSER", user, "-eval", "-evalsha").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"topic":"stored","to":"offset","value":50}`, `{"topic":"stored","to":"shift","value":-10}`} {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/half-done/offsets", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		g.adminHandler().ServeHTTP(rec, req)
+		var out map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &out)
+		if rec.Code != http.StatusOK || out["warning"] == nil {
+			t.Fatalf("reset %s: %d %v, want 200 with a warning", body, rec.Code, out)
+		}
+	}
+	got, err := store.CommittedOffsets(t.Context(), "half-done")
+	if err != nil || len(got) != 1 || got[0].Offset != 40 {
+		t.Fatalf("committed %+v (%v), want offset 40", got, err)
+	}
+}

@@ -25,6 +25,12 @@ var (
 	ErrNotDurable = errors.New("redisstore: write not confirmed by replicas in time")
 )
 
+// ErrOffsetsStored marks a commit failure that came after the offsets themselves were stored (the
+// groups index or the streams' consumer groups): the commit is reported failed, for the client to send
+// it again, but whoever computed the offsets from the stored ones (a relative reset) must not. It
+// wraps the Redis failure and, unlike the errors above, is retriable (IsUnavailable).
+var ErrOffsetsStored = errors.New("redisstore: offsets stored, then")
+
 // sentinels are the errors above: outcomes callers map to Kafka codes, never Redis failures.
 var sentinels = []error{ErrUnknownTopic, ErrTopicExists, ErrUnknownPartition, ErrInvalidPartitions,
 	ErrOffsetOutOfRange, ErrOutOfOrderSequence, ErrInvalidEpoch, ErrUnknownProducer, ErrNodeIDInUse,

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -148,11 +149,11 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		switch {
 		case cmds[i] == nil:
 		case indexErr != nil:
-			errs[i] = indexErr
+			errs[i] = fmt.Errorf("%w: %w", ErrOffsetsStored, indexErr)
 		case notDurable != nil:
 			errs[i] = notDurable
-		default:
-			errs[i] = cmds[i].Err()
+		case cmds[i].Err() != nil:
+			errs[i] = fmt.Errorf("%w: %w", ErrOffsetsStored, cmds[i].Err())
 		}
 	}
 	return errs
