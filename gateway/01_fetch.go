@@ -292,11 +292,12 @@ func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
 		c.spec, c.specMisses = nil, 0
 		c.dropReadAhead()
 		c.ahead = spec
+		spec.took = tookOf(parts)
 		mReadAheadSpec.Inc()
 		return
 	}
 	c.dropSpeculation()
-	c.startReadAhead(reqs, ids)
+	c.startReadAhead(parts, reqs, ids)
 }
 
 func topicIDs(parts []fetchPart) [][16]byte {

@@ -1088,13 +1088,15 @@ func TestFetchSessionEpochWithoutSession(t *testing.T) {
 }
 
 // A consumer deep in a backlog: a fetch taking a read-ahead of whole counts starts the next fetch's
-// read at once, from where that read-ahead's reads end, and the next fetch uses it when its response
-// ends there (every record once and in order either way). Records of varied sizes make the guesses
-// miss; after three misses in a row a connection guesses only now and then.
+// read at once, guessing its response takes as many records as the one before, and the next fetch
+// uses it when its response ends there (every record once and in order either way), for small records
+// and for large ones, of which a read asks for one more than a response takes. After three misses in a
+// row a connection guesses only now and then.
 func TestFetchSpeculativeReadAhead(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	createTopic(t, store, "spec", 1)
-	t.Cleanup(func() { forgetSizing("spec") })
+	createTopic(t, store, "spec-large", 1)
+	t.Cleanup(func() { forgetSizing("spec"); forgetSizing("spec-large") })
 	const n = 4000
 	appendValues(t, ctx, store, "spec", 0, n, 100)
 	c := fetchConn(t, g)
@@ -1120,6 +1122,24 @@ func TestFetchSpeculativeReadAhead(t *testing.T) {
 	if used := testutil.ToFloat64(mReadAheadSpec) - before; used < float64(fetches)/2 {
 		t.Fatalf("%d fetches of equal records used %v speculative reads, want most", fetches, used)
 	}
+	// Large records: a read asks for one more entry than fits, and each response leaves it; the guess
+	// follows what the response before took.
+	appendValues(t, ctx, store, "spec-large", 0, 600, 5000)
+	before = testutil.ToFloat64(mReadAheadSpec)
+	large := 0
+	for next := int64(0); next < 600; large++ {
+		sp := fetchOne(t, ctx, c, fetchRequest("spec-large", 0, next, 64<<10, 1<<20))
+		c.releaseOutBufs()
+		got := batchOffsets(t, sp.RecordBatches)
+		if sp.ErrorCode != 0 || len(got) == 0 || got[0] != next || got[len(got)-1] != next+int64(len(got))-1 {
+			t.Fatalf("large fetch %d at %d: error %d, offsets %v", large, next, sp.ErrorCode, got)
+		}
+		next += int64(len(got))
+	}
+	if used := testutil.ToFloat64(mReadAheadSpec) - before; used < float64(large)/2 {
+		t.Fatalf("%d fetches of 5 KB records used %v speculative reads, want most", large, used)
+	}
+
 	// After three misses in a row, a connection guesses once in readAheadRetry chances, until a guess
 	// is used again.
 	appendValues(t, ctx, store, "spec", 0, 4000, 100)

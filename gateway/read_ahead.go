@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/kgate/kgate/redisstore"
 )
@@ -31,6 +32,7 @@ const readAheadKeep = 5 * time.Second
 type readAhead struct {
 	reqs   []redisstore.ReadRequest
 	ids    [][16]byte // topic ID of each request
+	took   []int64    // records of each partition the response before it took (speculate's guess)
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the read ended
 
@@ -38,22 +40,36 @@ type readAhead struct {
 	res []redisstore.ReadResult // nil once expired
 }
 
-// startReadAhead reads reqs in the background for the connection's next fetch. reqs is owned by
-// the read-ahead from here on.
-func (c *conn) startReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) {
+// startReadAhead reads reqs in the background for the connection's next fetch after the response to
+// parts. reqs is owned by the read-ahead from here on.
+func (c *conn) startReadAhead(parts []fetchPart, reqs []redisstore.ReadRequest, ids [][16]byte) {
 	c.dropReadAhead()
 	c.ahead = c.newReadAhead(reqs, ids)
+	c.ahead.took = tookOf(parts)
+}
+
+// tookOf is the records each of parts' responses took.
+func tookOf(parts []fetchPart) []int64 {
+	took := make([]int64, len(parts))
+	for i := range parts {
+		took[i] = int64(parts[i].pick.n)
+	}
+	return took
 }
 
 // A fetch that takes a read-ahead reading whole counts of entries of every partition (a consumer deep
-// in a backlog) will most likely answer with all of them: fetch sizing reads as many entries as the
-// byte limits take, counted at a record's stored size, which is above its encoded size. The fetch
-// then starts reading for the next one at once (speculate), from where the taken read-ahead's reads
-// end, before that read-ahead has its records: two reads are in flight instead of one, and the next
-// fetch's read starts a whole read earlier. The speculation is used only if the response ends where
-// it guessed (readAheadAfter); otherwise it is dropped and a read-ahead starts as before. At most
-// specMaxBytes of records are read that way.
-const specMaxBytes = 10 << 20
+// in a backlog) will most likely take as many records of each as the response before it did: records
+// of a backlog are alike, and fetch sizing reads about as many entries as the byte limits take. The
+// fetch then starts reading for the next one at once (speculate), from that guess, before the
+// read-ahead has its records: two reads are in flight instead of one, and the next fetch's read starts
+// a whole read earlier. The speculation is used only if the response ends where it guessed
+// (readAheadAfter); otherwise it is dropped and a read-ahead starts as before. At most specMaxBytes are
+// read that way, counting each entry's reply bytes and its parsed record besides its stored size
+// (specEntryOverhead).
+const (
+	specMaxBytes      = 10 << 20
+	specEntryOverhead = 80 + int64(unsafe.Sizeof(redisstore.Record{}))
+)
 
 // speculate starts c.spec for parts' fetch (max_bytes maxBytes, planned as reqs) when the read-ahead
 // it is about to take reads a whole count of entries of each partition.
@@ -67,12 +83,13 @@ func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.Re
 	copy(guess, parts)
 	held := int64(0)
 	for i := range guess {
-		r := ra.reqs[order[i]]
-		if r.Count <= 0 || r.Expect != r.Count {
-			return // a partition near its end: how much it holds is not known
+		j := order[i]
+		r := ra.reqs[j]
+		if r.Count <= 0 || r.Expect != r.Count || ra.took == nil || ra.took[j] <= 0 {
+			return // a partition near its end, or one whose last response took nothing
 		}
-		guess[i].next = r.Offset + r.Count
-		held += r.Count * max(guess[i].sizing.stored.Load(), 1)
+		guess[i].next = r.Offset + min(r.Count, ra.took[j])
+		held += r.Count * (max(guess[i].sizing.stored.Load(), 1) + specEntryOverhead)
 	}
 	if held > specMaxBytes {
 		return
