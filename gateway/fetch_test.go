@@ -1149,8 +1149,20 @@ func TestFetchSpeculativeReadAhead(t *testing.T) {
 	if used := testutil.ToFloat64(mReadAheadSpec) - before; used != 0 || c.specSkipped == 0 {
 		t.Fatalf("after three misses: %v speculative reads used, %d chances passed up; want none used", used, c.specSkipped)
 	}
+	// The sixteenth chance guesses, the guess is used, and the connection guesses every time again.
+	before = testutil.ToFloat64(mReadAheadSpec)
+	consume(n+1200, n+4000)
+	if used := testutil.ToFloat64(mReadAheadSpec) - before; used < 5 || c.specMisses != 0 {
+		t.Fatalf("after a guess was used: %v speculative reads used, %d misses in a row", used, c.specMisses)
+	}
+	// Whatever a fetch does, it leaves no speculative read behind: here one at the end of the
+	// partition, which starts no read-ahead.
+	c.dropReadAhead()
+	c.spec = c.newReadAhead([]redisstore.ReadRequest{{Topic: "spec", Partition: 0, Offset: 0, Count: 1}}, [][16]byte{{}})
+	fetchOne(t, ctx, c, fetchRequest("spec", 0, 2*n, 16<<10, 1<<20))
+	c.releaseOutBufs()
 	if c.spec != nil {
-		t.Fatal("a speculative read kept after its fetch")
+		t.Fatal("a speculative read kept after a fetch")
 	}
 }
 
