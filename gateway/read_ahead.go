@@ -11,9 +11,9 @@ import (
 
 // A consumer catching up on a backlog asks for the records right after the ones it was just sent,
 // and asks only once it has decoded them. A connection therefore reads those records from Redis in
-// the background as soon as a fetch is answered, while the response travels and the client decodes
-// it: the XRANGE round trip and the reply parsing (most of the gateway's cost per fetched record) then
-// overlap the client's work instead of adding to it.
+// the background as soon as a fetch has chosen its records, while the response is encoded, travels
+// and the client decodes it: the XRANGE round trip and the reply parsing (most of the gateway's cost
+// per fetched record) then overlap the client's work instead of adding to it.
 //
 // Only the records of the read-ahead are used, never its offsets: entries are immutable once written,
 // so the fetch that uses them reads each partition's log start offset and high watermark afresh (one
@@ -23,7 +23,8 @@ import (
 // response ended, of the same topic incarnations (topic IDs); and only when it holds enough bytes to
 // answer at once (otherwise the fetch reads afresh before long-polling, so an append made since is not
 // missed). A connection keeps at most one read-ahead, dropped when the next fetch does not match or
-// after readAheadKeep unused; the connection waits for its reads when it closes.
+// after readAheadKeep unused, and at most one speculative read (speculate) while a fetch runs; the
+// connection waits for its reads when it closes.
 
 // readAheadKeep is how long an unused read-ahead holds its records (a paused consumer's connection
 // should not keep a response's worth of memory).
