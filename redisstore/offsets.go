@@ -148,6 +148,8 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	for i := range commits {
 		switch {
 		case cmds[i] == nil:
+		case indexErr != nil && notDurable != nil:
+			errs[i] = fmt.Errorf("%w: %w (and %w)", ErrOffsetsStored, indexErr, notDurable)
 		case indexErr != nil:
 			errs[i] = fmt.Errorf("%w: %w", ErrOffsetsStored, indexErr)
 		case notDurable != nil:
