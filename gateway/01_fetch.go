@@ -106,7 +106,14 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	// Pointers into resp are taken once every append to it is done.
+	// Pointers into resp are taken once every append to it is done. A partition named more than once
+	// is read once, at its first place, with its last entry's offset and limit, as Apache reads a
+	// request's partitions into a map; its other entries are answered with its offsets and no records
+	// (each read separately, one request could make Redis send its records thousands of times).
+	var (
+		seen map[partKey]int // index in parts
+		dups [][2]*kmsg.FetchResponseTopicPartition
+	)
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := &resp.Topics[ti]
@@ -117,6 +124,15 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 				continue
 			}
 			key := partKey{topic.Name, rp.Partition}
+			if i, ok := seen[key]; ok {
+				parts[i].offset, parts[i].maxBytes = rp.FetchOffset, rp.PartitionMaxBytes
+				dups = append(dups, [2]*kmsg.FetchResponseTopicPartition{&st.Partitions[pi], parts[i].resp})
+				continue
+			}
+			if seen == nil {
+				seen = make(map[partKey]int)
+			}
+			seen[key] = len(parts)
 			parts = append(parts, fetchPart{
 				key: key, topicID: topic.ID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
 				logAppend: logAppend, known: rp.Partition < topic.PartitionMeta, byID: req.Version >= 13,
@@ -190,6 +206,11 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		if n := len(p.resp.RecordBatches); n > 0 {
 			recordsFetched(p.key.topic, p.resp)
 		}
+	}
+	for _, d := range dups {
+		dup, first := d[0], d[1]
+		dup.ErrorCode, dup.HighWatermark, dup.LastStableOffset, dup.LogStartOffset =
+			first.ErrorCode, first.HighWatermark, first.LastStableOffset, first.LogStartOffset
 	}
 	return resp, nil
 }

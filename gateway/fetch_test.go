@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1180,4 +1182,90 @@ func batchOffsets(t *testing.T, set []byte) []int64 {
 		}
 	}
 	return out
+}
+
+// readAhead.order maps a fetch's partitions to the read-ahead's in any order (franz-go rotates them
+// between fetches), and refuses a fetch naming a partition the read-ahead did not read.
+func TestReadAheadOrderRotated(t *testing.T) {
+	const n = 1000
+	ra := &readAhead{reqs: make([]redisstore.ReadRequest, n), ids: make([][16]byte, n)}
+	for i := range n {
+		ra.reqs[i] = redisstore.ReadRequest{Topic: "t", Partition: int32(i), Offset: int64(10 * i)}
+	}
+	reqs := append(append([]redisstore.ReadRequest{}, ra.reqs[1:]...), ra.reqs[0])
+	order := ra.order(reqs, make([][16]byte, n))
+	if order == nil {
+		t.Fatal("a rotated fetch was not matched")
+	}
+	for i, j := range order {
+		if ra.reqs[j].Partition != reqs[i].Partition {
+			t.Fatalf("request %d (partition %d) mapped to partition %d", i, reqs[i].Partition, ra.reqs[j].Partition)
+		}
+	}
+	reqs[5].Partition = n + 1
+	if ra.order(reqs, make([][16]byte, n)) != nil {
+		t.Fatal("a fetch naming a partition the read-ahead did not read was matched")
+	}
+}
+
+// A Fetch naming one partition many times reads it once, at its first place with its last entry's
+// offset, as Apache reads a request's partitions into a map; the other entries get its offsets and no
+// records. Read once per entry, a caught-up partition named 500 times had Redis send a new 1 MB record
+// 500 times for one request (each entry of a caught-up partition reads at least one).
+func TestFetchDuplicatePartitionReadOnce(t *testing.T) {
+	srv := redisServer(t)
+	store := openStoreAt(t, srv.Addr, redisstore.Options{})
+	g, _ := serveOn(t, store, Config{})
+	ctx := t.Context()
+	createTopic(t, store, "dup", 1)
+	t.Cleanup(func() { forgetSizing("dup") })
+	appendValues(t, ctx, store, "dup", 0, 10, 1000)
+	c := fetchConn(t, g)
+	fetchOne(t, ctx, c, fetchRequest("dup", 0, 10, 1<<20, 1<<20)) // caught up at 10
+	appendValues(t, ctx, store, "dup", 0, 1, 1000)
+	xranges := func() int {
+		info := store.Client().Info(ctx, "commandstats").Val()
+		for _, line := range strings.Split(info, "\r\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_xrange:calls="); ok {
+				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				return n
+			}
+		}
+		return 0
+	}
+	many := func(offsets ...int64) []kmsg.FetchResponseTopicPartition {
+		req := fetchRequest("dup", 0, 0, 1<<20, 1<<20)
+		req.Topics[0].Partitions = nil
+		for _, o := range offsets {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, o, 1<<20
+			req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+		}
+		resp, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.releaseOutBufs()
+		return resp.(*kmsg.FetchResponse).Topics[0].Partitions
+	}
+	offsets := make([]int64, 200)
+	for i := range offsets {
+		offsets[i] = 10
+	}
+	before := xranges()
+	ps := many(offsets...)
+	if n := xranges() - before; n > 4 {
+		t.Fatalf("a fetch naming one caught-up partition 200 times ran %d XRANGEs", n)
+	}
+	if got := batchOffsets(t, ps[0].RecordBatches); ps[0].ErrorCode != 0 || len(got) != 1 || got[0] != 10 {
+		t.Fatalf("first entry: error %d, offsets %v; want the new record", ps[0].ErrorCode, got)
+	}
+	for i, sp := range ps[1:] {
+		if sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 || sp.HighWatermark != 11 {
+			t.Fatalf("entry %d: error %d, %d record bytes, high watermark %d; want no records and the partition's offsets", i+1, sp.ErrorCode, len(sp.RecordBatches), sp.HighWatermark)
+		}
+	}
+	if got := batchOffsets(t, many(0, 8)[0].RecordBatches); len(got) == 0 || got[0] != 8 {
+		t.Fatalf("entries at 0 then 8: offsets %v; want the records from 8, the last entry's", got)
+	}
 }

@@ -219,19 +219,21 @@ func (ra *readAhead) order(reqs []redisstore.ReadRequest, ids [][16]byte) []int 
 		return nil
 	}
 	order := make([]int, len(reqs))
+	var at map[partKey]int // built at the first request out of place: a rotated request is O(N)
 	for i, r := range reqs {
-		j := i // usually the same order; otherwise search
+		j := i // usually the same order; otherwise look it up
 		if a := ra.reqs[j]; a.Topic != r.Topic || a.Partition != r.Partition {
-			j = -1
-			for k, a := range ra.reqs {
-				if a.Topic == r.Topic && a.Partition == r.Partition {
-					j = k
-					break
+			if at == nil {
+				at = make(map[partKey]int, len(ra.reqs))
+				for k, a := range ra.reqs {
+					at[partKey{a.Topic, a.Partition}] = k
 				}
 			}
-			if j < 0 {
+			k, ok := at[partKey{r.Topic, r.Partition}]
+			if !ok {
 				return nil
 			}
+			j = k
 		}
 		if ra.reqs[j].Offset != r.Offset || ra.ids[j] != ids[i] {
 			return nil

@@ -38,14 +38,17 @@ const (
 // topicCache keeps the Redis topic registry in memory for the data path; a miss or an expired view
 // reloads the whole registry (one HGETALL), one reload serving every lookup that began before it.
 type topicCache struct {
-	store   *redisstore.Store
-	mu      sync.Mutex
-	byName  map[string]redisstore.Topic
-	byID    map[[16]byte]string
-	dots    dotCollisions // byName's names by their '.'/'_' form (collides)
-	loaded  time.Time     // when the reload that read the view began
-	load    sync.Mutex    // one reload at a time
-	reloads int           // under load: registry reads so far
+	store  *redisstore.Store
+	mu     sync.Mutex
+	byName map[string]redisstore.Topic
+	byID   map[[16]byte]string
+	dots   dotCollisions // byName's names by their '.'/'_' form (collides)
+	loaded time.Time     // when the reload that read the view began
+	// readAt is when that reload ended: misses within missReloadGap of it do not reload again (from its
+	// beginning, a reload slower than the gap left every miss after it reloading again).
+	readAt  time.Time
+	load    sync.Mutex // one reload at a time
+	reloads int        // under load: registry reads so far
 	// tried is when the last reload began, and failed its error (failedAt when it ended): lookups
 	// waiting for a reload while Redis is away share its failure instead of each waiting out a command
 	// timeout in turn, and so do those that come within missReloadGap after it (a request's lookups of
@@ -117,9 +120,9 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 	dots := newDotCollisions(all)
 	c.mu.Lock()
 	old := c.byName
-	c.byName, c.byID, c.dots, c.loaded = all, byID, dots, began
+	c.byName, c.byID, c.dots, c.loaded, c.readAt = all, byID, dots, began, time.Now()
 	if began.Before(c.invalidated) {
-		c.loaded = time.Time{}
+		c.loaded, c.readAt = time.Time{}, time.Time{}
 	}
 	c.mu.Unlock()
 	for name, t := range old {
@@ -202,7 +205,7 @@ func (c *topicCache) lookup(ctx context.Context, find func() (redisstore.Topic, 
 	c.mu.Lock()
 	t, ok := find()
 	fresh := c.fresh(asked)
-	missedLately := c.byName != nil && asked.Sub(c.loaded) < missReloadGap
+	missedLately := c.byName != nil && !c.readAt.IsZero() && asked.Sub(c.readAt) < missReloadGap
 	var reload *pendingReload
 	servable := ok && !fresh && c.servable(asked)
 	if servable {
@@ -294,7 +297,7 @@ func (c *topicCache) allWithCollisions(ctx context.Context) (map[string]redissto
 func (c *topicCache) invalidateStale() {
 	c.mu.Lock()
 	if time.Since(c.loaded) >= missReloadGap {
-		c.loaded = time.Time{}
+		c.loaded, c.readAt = time.Time{}, time.Time{}
 	}
 	c.mu.Unlock()
 }
@@ -303,7 +306,7 @@ func (c *topicCache) invalidateStale() {
 // reload already running to count as stale.
 func (c *topicCache) invalidate() {
 	c.mu.Lock()
-	c.loaded, c.invalidated = time.Time{}, time.Now()
+	c.loaded, c.readAt, c.invalidated = time.Time{}, time.Time{}, time.Now()
 	c.mu.Unlock()
 }
 

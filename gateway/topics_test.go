@@ -304,3 +304,31 @@ func TestTopicCacheServesLastViewWhileRegistryAway(t *testing.T) {
 		t.Fatal("a view older than maxStaleView was served")
 	}
 }
+
+// Misses within missReloadGap of the end of the last reload are answered unknown without another: from
+// its beginning, a reload slower than the gap (a slow Redis, a large registry) left every miss after
+// it reloading the whole registry, one after the other (20 unknown names took 3 s and 21 reloads).
+func TestTopicCacheSlowReloadSharesMisses(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	createTopic(t, store, "known", 1)
+	c := g.topics
+	if _, err := c.get(ctx, "known"); err != nil {
+		t.Fatal(err)
+	}
+	c.load.Lock()
+	c.mu.Lock()
+	c.loaded = c.loaded.Add(-150 * time.Millisecond) // as if that reload had taken 150 ms
+	reloads := c.reloads
+	c.mu.Unlock()
+	c.load.Unlock()
+	for i := range 20 {
+		if _, err := c.get(ctx, fmt.Sprintf("unknown-%d", i)); !errors.Is(err, redisstore.ErrUnknownTopic) {
+			t.Fatalf("unknown name %d: %v", i, err)
+		}
+	}
+	c.load.Lock()
+	defer c.load.Unlock()
+	if n := c.reloads - reloads; n > 0 {
+		t.Fatalf("20 misses right after a slow reload reloaded %d times", n)
+	}
+}
