@@ -111,9 +111,21 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	// request's partitions into a map; its other entries are answered with its offsets and no records
 	// (each read separately, one request could make Redis send its records thousands of times).
 	var (
-		seen map[partKey]int // index in parts
+		seen map[partKey]int // index in parts, once there are many (a few are looked through)
 		dups [][2]*kmsg.FetchResponseTopicPartition
 	)
+	indexOf := func(key partKey) (int, bool) {
+		if seen == nil {
+			for i := range parts {
+				if parts[i].key == key {
+					return i, true
+				}
+			}
+			return 0, false
+		}
+		i, ok := seen[key]
+		return i, ok
+	}
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		st := &resp.Topics[ti]
@@ -124,15 +136,20 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 				continue
 			}
 			key := partKey{topic.Name, rp.Partition}
-			if i, ok := seen[key]; ok {
+			if i, ok := indexOf(key); ok {
 				parts[i].offset, parts[i].maxBytes = rp.FetchOffset, rp.PartitionMaxBytes
 				dups = append(dups, [2]*kmsg.FetchResponseTopicPartition{&st.Partitions[pi], parts[i].resp})
 				continue
 			}
-			if seen == nil {
+			if seen == nil && len(parts) == 16 {
 				seen = make(map[partKey]int)
+				for i := range parts {
+					seen[parts[i].key] = i
+				}
 			}
-			seen[key] = len(parts)
+			if seen != nil {
+				seen[key] = len(parts)
+			}
 			parts = append(parts, fetchPart{
 				key: key, topicID: topic.ID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes,
 				logAppend: logAppend, known: rp.Partition < topic.PartitionMeta, byID: req.Version >= 13,

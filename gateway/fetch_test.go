@@ -1268,4 +1268,26 @@ func TestFetchDuplicatePartitionReadOnce(t *testing.T) {
 	if got := batchOffsets(t, many(0, 8)[0].RecordBatches); len(got) == 0 || got[0] != 8 {
 		t.Fatalf("entries at 0 then 8: offsets %v; want the records from 8, the last entry's", got)
 	}
+	// Many partitions, each named twice (looked up in a map past a few).
+	createTopic(t, store, "dup20", 20)
+	g.topics.invalidate() // created behind the gateway's back, just now
+	t.Cleanup(func() { forgetSizing("dup20") })
+	req := fetchRequest("dup20", 0, 0, 1<<20, 50<<20)
+	req.Topics[0].Partitions = nil
+	for p := range 40 {
+		appendValues(t, ctx, store, "dup20", int32(p%20), 1, 10)
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes = int32(p%20), 1<<20
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	}
+	resp, err := c.fetch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.releaseOutBufs()
+	for i, sp := range resp.(*kmsg.FetchResponse).Topics[0].Partitions {
+		if n := len(batchOffsets(t, sp.RecordBatches)); sp.ErrorCode != 0 || (i < 20) != (n == 2) || (i >= 20 && n != 0) {
+			t.Fatalf("entry %d (partition %d): error %d, %d records; want 2 at the first entry, none at the second", i, sp.Partition, sp.ErrorCode, n)
+		}
+	}
 }
