@@ -217,7 +217,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		// Before the encoding, which it overlaps: a consumer catching up waits for this read next.
 		c.readAheadAfter(parts, maxBytes)
 	}
-	c.dropSpeculation() // not taken by readAheadAfter
+	c.dropSpeculation() // a guess readAheadAfter did not adopt: a miss
 	c.encodeFetch(parts, rd.results)
 	for _, p := range parts {
 		if n := len(p.resp.RecordBatches); n > 0 {
@@ -316,14 +316,15 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 }
 
 // readAheadAfter starts reading what the connection's next fetch will ask for when the response
-// leaves records behind in some partition (read_ahead.go).
+// leaves records behind in some partition, or makes the fetch's speculative read that read-ahead when
+// it guessed the offsets right (read_ahead.go).
 func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
 	more := false
 	for i := range parts {
 		more = more || parts[i].more
 	}
 	if !more || !c.wantReadAhead() {
-		return // the speculation, if any, is dropped by the caller
+		return
 	}
 	reqs, ids := planReads(parts, maxBytes, true), topicIDs(parts)
 	if spec := c.spec; spec != nil && spec.order(reqs, ids) != nil {
@@ -334,7 +335,6 @@ func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
 		mReadAheadSpec.Inc()
 		return
 	}
-	c.dropSpeculation()
 	c.startReadAhead(parts, reqs, ids)
 }
 
@@ -411,8 +411,9 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	reqs := planReads(parts, maxBytes, false)
 	var results []redisstore.ReadResult
 	if useAhead && c.ahead != nil {
-		c.speculate(parts, maxBytes, reqs, topicIDs(parts))
-		if results = c.takeReadAhead(ctx, reqs, topicIDs(parts)); results != nil && results[0].Err == nil {
+		ids := topicIDs(parts)
+		c.speculate(parts, maxBytes, reqs, ids)
+		if results = c.takeReadAhead(ctx, reqs, ids); results != nil && results[0].Err == nil {
 			c.freshOffsets(ctx, reqs, results)
 		}
 	}

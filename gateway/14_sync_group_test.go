@@ -17,19 +17,7 @@ func TestSyncGroupV5NeedsProtocolTypeAndName(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
 	c := fetchConn(t, g)
-	join := joinRequest(5, "sg")
-	var jr *kmsg.JoinGroupResponse
-	for range 2 { // MEMBER_ID_REQUIRED, then the join
-		r, err := c.joinGroup(ctx, join)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jr = r.(*kmsg.JoinGroupResponse)
-		join.MemberID = jr.MemberID
-	}
-	if jr.ErrorCode != 0 {
-		t.Fatalf("join: error %d", jr.ErrorCode)
-	}
+	jr := joinMember(t, ctx, c, 5, "sg")
 	consumer, rangeName := "consumer", "range"
 	for _, tc := range []struct {
 		version         int16

@@ -21,16 +21,7 @@ func TestListGroupsStatesFilterIgnoresCase(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	c := fetchConn(t, g)
-	join := joinRequest(5, "lg-stable")
-	var jr *kmsg.JoinGroupResponse
-	for range 2 { // MEMBER_ID_REQUIRED, then the join
-		r, err := c.joinGroup(ctx, join)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jr = r.(*kmsg.JoinGroupResponse)
-		join.MemberID = jr.MemberID
-	}
+	jr := joinMember(t, ctx, c, 5, "lg-stable")
 	syncReq := kmsg.NewPtrSyncGroupRequest()
 	syncReq.Version, syncReq.Group, syncReq.Generation, syncReq.MemberID = 3, "lg-stable", jr.Generation, jr.MemberID
 	if r, err := c.syncGroup(ctx, syncReq); err != nil || r.(*kmsg.SyncGroupResponse).ErrorCode != 0 {

@@ -265,3 +265,20 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkReadAheadOrderRotated is matching a read-ahead of 10,000 partitions to a fetch naming them
+// rotated by one, as franz-go rotates partitions between fetches.
+func BenchmarkReadAheadOrderRotated(b *testing.B) {
+	const n = 10_000
+	ra := &readAhead{reqs: make([]redisstore.ReadRequest, n), ids: make([][16]byte, n)}
+	for i := range n {
+		ra.reqs[i] = redisstore.ReadRequest{Topic: "t", Partition: int32(i)}
+	}
+	reqs := append(append([]redisstore.ReadRequest{}, ra.reqs[1:]...), ra.reqs[0])
+	ids := make([][16]byte, n)
+	for b.Loop() {
+		if ra.order(reqs, ids) == nil {
+			b.Fatal("not matched")
+		}
+	}
+}

@@ -307,6 +307,13 @@ func fetchRequest(topic string, partition int32, offset int64, partitionMaxBytes
 	return req
 }
 
+// fetchAlso adds partition at offset to req's first topic, with the limit of its first partition.
+func fetchAlso(req *kmsg.FetchRequest, partition int32, offset int64) {
+	rp := req.Topics[0].Partitions[0]
+	rp.Partition, rp.FetchOffset = partition, offset
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+}
+
 // fetchOne runs req on c and returns its first partition's answer.
 func fetchOne(t *testing.T, ctx context.Context, c *conn, req *kmsg.FetchRequest) kmsg.FetchResponseTopicPartition {
 	t.Helper()
@@ -717,9 +724,7 @@ func TestFetchMaxBytes(t *testing.T) {
 	appendValues(t, ctx, store, name, 0, 5, 100)
 	appendValues(t, ctx, store, name, 1, 5, 100)
 	req := fetchRequest(name, 0, 0, 1<<20, 0)
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.PartitionMaxBytes = 1, 1<<20
-	req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	fetchAlso(req, 1, 0)
 	c := fetchConn(t, g)
 	for i := range 2 { // the second with the record sizes known
 		resp, err := c.fetch(ctx, req)
@@ -877,9 +882,7 @@ func TestFetchManyPartitionsShareBuffers(t *testing.T) {
 	}
 	req := fetchRequest(name, 0, 0, 1<<20, 50<<20)
 	for p := int32(1); p < parts; p++ {
-		rp := req.Topics[0].Partitions[0]
-		rp.Partition = p
-		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+		fetchAlso(req, p, 0)
 	}
 	c := fetchConn(t, g)
 	for round := range 3 { // the first rounds size the partitions' reads
@@ -999,9 +1002,7 @@ func TestFetchUnseenEmptyPartitionLeavesRoom(t *testing.T) {
 	appendValues(t, ctx, store, name, 1, 10, 100)
 	req := fetchRequest(name, 0, 0, 1<<20, 1<<20)
 	req.MaxWaitMillis = 5000
-	rp := req.Topics[0].Partitions[0]
-	rp.Partition = 1
-	req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	fetchAlso(req, 1, 0)
 	start := time.Now()
 	resp, err := fetchConn(t, g).fetch(ctx, req)
 	if err != nil {
@@ -1029,9 +1030,7 @@ func TestFetchCaughtUpReadsSmallBuffers(t *testing.T) {
 	}
 	req := fetchRequest(name, 0, 0, 1<<20, 1<<30)
 	for p := int32(1); p < parts; p++ {
-		rp := req.Topics[0].Partitions[0]
-		rp.Partition = p
-		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+		fetchAlso(req, p, 0)
 	}
 	c := fetchConn(t, g)
 	if _, err := c.fetch(ctx, req); err != nil { // reads each record: the partitions' sizes are known
@@ -1234,12 +1233,9 @@ func TestFetchDuplicatePartitionReadOnce(t *testing.T) {
 		return 0
 	}
 	many := func(offsets ...int64) []kmsg.FetchResponseTopicPartition {
-		req := fetchRequest("dup", 0, 0, 1<<20, 1<<20)
-		req.Topics[0].Partitions = nil
-		for _, o := range offsets {
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, o, 1<<20
-			req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+		req := fetchRequest("dup", 0, offsets[0], 1<<20, 1<<20)
+		for _, o := range offsets[1:] {
+			fetchAlso(req, 0, o)
 		}
 		resp, err := c.fetch(ctx, req)
 		if err != nil {
@@ -1273,12 +1269,11 @@ func TestFetchDuplicatePartitionReadOnce(t *testing.T) {
 	g.topics.invalidate() // created behind the gateway's back, just now
 	t.Cleanup(func() { forgetSizing("dup20") })
 	req := fetchRequest("dup20", 0, 0, 1<<20, 50<<20)
-	req.Topics[0].Partitions = nil
-	for p := range 40 {
-		appendValues(t, ctx, store, "dup20", int32(p%20), 1, 10)
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.PartitionMaxBytes = int32(p%20), 1<<20
-		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	for p := range int32(40) {
+		appendValues(t, ctx, store, "dup20", p%20, 1, 10)
+		if p > 0 {
+			fetchAlso(req, p%20, 0)
+		}
 	}
 	resp, err := c.fetch(ctx, req)
 	if err != nil {

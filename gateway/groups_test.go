@@ -346,20 +346,7 @@ func TestAdminResetRefusedWhenMemberJoined(t *testing.T) {
 		answered <- w
 	}()
 	time.Sleep(100 * time.Millisecond) // the reset has checked the group (Empty) and reads Redis
-	c := fetchConn(t, g)
-	join := joinRequest(5, "joined")
-	r, err := c.joinGroup(ctx, join)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if jr := r.(*kmsg.JoinGroupResponse); jr.ErrorCode != kerr.MemberIDRequired.Code {
-		t.Fatalf("first join: error %d", jr.ErrorCode)
-	} else {
-		join.MemberID = jr.MemberID
-	}
-	if r, err = c.joinGroup(ctx, join); err != nil || r.(*kmsg.JoinGroupResponse).ErrorCode != 0 {
-		t.Fatalf("join: %v, %+v", err, r)
-	}
+	joinMember(t, ctx, fetchConn(t, g), 5, "joined")
 	if d, _ := g.coord.Describe(ctx, "joined"); len(d.Members) != 1 {
 		t.Fatalf("members after the join: %+v", d.Members)
 	}
@@ -491,6 +478,26 @@ func commitRequest(group string, gen int32, member, topic string, offset int64, 
 	}
 	req.Topics = append(req.Topics, rt)
 	return req
+}
+
+// joinMember joins a new consumer to group on c with a JoinGroup of version (v4+: MEMBER_ID_REQUIRED
+// first, then the join with the member id it gave), failing the test unless both answer as expected.
+func joinMember(t *testing.T, ctx context.Context, c *conn, version int16, group string) *kmsg.JoinGroupResponse {
+	t.Helper()
+	join := joinRequest(version, group)
+	r, err := c.joinGroup(ctx, join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jr := r.(*kmsg.JoinGroupResponse); jr.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: error %d", jr.ErrorCode)
+	} else {
+		join.MemberID = jr.MemberID
+	}
+	if r, err = c.joinGroup(ctx, join); err != nil || r.(*kmsg.JoinGroupResponse).ErrorCode != 0 {
+		t.Fatalf("join: %v, %+v", err, r)
+	}
+	return r.(*kmsg.JoinGroupResponse)
 }
 
 // joinRequest is a JoinGroup of a new consumer (no member id yet) with one protocol, "range".

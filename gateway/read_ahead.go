@@ -104,8 +104,7 @@ func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.Re
 			return
 		}
 	}
-	c.dropSpeculation()
-	c.spec = c.newReadAhead(planReads(guess, maxBytes, true), ids)
+	c.spec = c.newReadAhead(planReads(guess, maxBytes, true), ids) // nil until now: fetch drops it at its end
 }
 
 // dropSpeculation cancels a speculative read the fetch did not take, a miss.
