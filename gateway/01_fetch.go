@@ -310,7 +310,7 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 			expect = -1 // none: its reply, most often empty, is read into a small buffer
 		}
 		reqs[i] = redisstore.ReadRequest{Topic: p.key.topic, Partition: p.key.partition, Offset: offset, Count: count, Expect: expect,
-			RecordBytes: p.sizing.stored.Load(), KnownPartition: p.known}
+			RecordBytes: p.sizing.stored.Load(), MaxBytes: int64(min(p.maxBytes, maxBytes)), KnownPartition: p.known}
 	}
 	return reqs
 }

@@ -1286,3 +1286,56 @@ func TestFetchDuplicatePartitionReadOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchBoundedAfterSizingDrivenDown: fetches of a stretch of 100-byte records, again and again,
+// bring a partition's record-size estimate down to them; a fetch of the run of 512 KiB records after
+// them then asks Redis for thousands of entries. The bytes index cuts the read (and the read-ahead
+// after it) to a few times the fetch's 1 MiB: Redis sends a few MiB for each, not the whole 50 MiB run.
+func TestFetchBoundedAfterSizingDrivenDown(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	const name = "driven-down"
+	createTopic(t, store, name, 1)
+	t.Cleanup(func() { forgetSizing(name) })
+	appendValues(t, ctx, store, name, 0, 3000, 100)
+	const large, largeSize = 100, 512 << 10
+	for range large {
+		appendValues(t, ctx, store, name, 0, 1, largeSize)
+	}
+	c := fetchConn(t, g)
+	for range 8 {
+		for offset := int64(0); offset < 2000; {
+			sp := fetchOne(t, ctx, c, fetchRequest(name, 0, offset, 64<<10, 50<<20))
+			n := countRecords(sp.RecordBatches)
+			if sp.ErrorCode != 0 || n == 0 {
+				t.Fatalf("fetch of 100-byte records at %d: error %d, %d records", offset, sp.ErrorCode, n)
+			}
+			offset += int64(n)
+		}
+	}
+	parts := []fetchPart{sizingPart(t, name, 0, 1<<20)}
+	if count := planReads(parts, 50<<20, false)[0].Count; count < 5000 {
+		t.Fatalf("read count after the small records %d; want it driven to thousands", count)
+	}
+	sent := func() int64 {
+		t.Helper()
+		for _, l := range strings.Split(store.Client().Info(ctx, "stats").Val(), "\r\n") {
+			if v, ok := strings.CutPrefix(l, "total_net_output_bytes:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		t.Fatal("no total_net_output_bytes in INFO stats")
+		return 0
+	}
+	before := sent()
+	sp := fetchOne(t, ctx, c, fetchRequest(name, 0, 2990, 1<<20, 50<<20))
+	if n := countRecords(sp.RecordBatches); sp.ErrorCode != 0 || n == 0 {
+		t.Fatalf("fetch at 2990: error %d, %d records", sp.ErrorCode, n)
+	}
+	c.closeReadAhead() // waits for a read-ahead the fetch started
+	got, most := sent()-before, int64(16<<20)
+	t.Logf("Redis sent %d bytes", got)
+	if got > most {
+		t.Fatalf("Redis sent %d bytes for one 1 MiB fetch at the run of 512 KiB records, want at most %d", got, most)
+	}
+}

@@ -129,6 +129,7 @@ func (c *topicCache) refreshSince(ctx context.Context, since time.Time) error {
 		now, ok := all[name]
 		if !ok || now.ID != t.ID {
 			forgetSizing(name) // deleted, or created again, through any gateway
+			c.store.ForgetReadBounds(name)
 		}
 		if !ok {
 			forgetTopicMetrics(name) // deleted through another gateway too: its series go

@@ -49,14 +49,15 @@ var ErrStrayEntries = errors.New("redisstore: unfinished appends removed; retry"
 // checked as one (the first against the producer's state) and recorded as m batches, so a retry of any
 // of them is still recognised; a run that fails the check is undone and reported as {-1, -3}, and its
 // batches are then appended one by one for their exact answers.
-// KEYS: stream, meta, tindex, producers. ARGV: producer id (-1: none), epoch, base sequence, n, k, then
-// k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate), then m and
-// the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition).
+// KEYS: stream, meta, tindex, producers, bindex. ARGV: producer id (-1: none), epoch, base sequence, n,
+// k, then k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate),
+// then m and the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition), then
+// the batch's bytes (recordBytes, summed).
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
 // | -3 run refused | -4 unacknowledged entries removed, retry}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
 // (UNKNOWN_TOPIC_OR_PARTITION), its XADDs undone, and the stream goes if that leaves it empty.
 var finishScript = batchLua + removePastLua + `
-local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stream, meta, tindex, prods, bindex = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + 2 * k])
@@ -104,7 +105,7 @@ for i = 1, m do
   table.insert(subs, 1, string.format('%d:%d:%d', s, last, o))
   s, o = (last + 1) % 2147483648, o + c
 end
-finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6)
+finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6, tonumber(ARGV[8 + 2 * k + m]))
 return {nxt, start, 0}
 `
 
@@ -114,7 +115,7 @@ var (
 	cmdEVAL  = "EVAL"
 	autoID   = "0-*"
 	fieldTS  = "ts"
-	numKeys  = int64(4)
+	numKeys  = int64(5)
 	cmdMULTI = "MULTI"
 	cmdEXEC  = "EXEC"
 )
@@ -133,14 +134,16 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		nargs += 5 + 2*fc
 	}
 	subs := max(len(b.runOf), 1)
-	nints += 2*cands + 1 + subs + 1
-	nargs += 3 + len(keys) + 5 + 2*cands + 1 + subs + 1 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known
+	nints += 2*cands + 1 + subs + 2
+	nargs += 3 + len(keys) + 5 + 2*cands + 1 + subs + 2 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known, bytes
 	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs)}
 	xadds = make([][]any, len(b.Records))
 	a.strs = append(a.strs, keys...)
 	var names headerNames
+	bytes := int64(0)
 	for i := range b.Records {
 		r := &b.Records[i]
+		bytes += recordBytes(r)
 		from := len(a.args)
 		a.addConst(&cmdXADD)
 		a.args = append(a.args, &a.strs[0])
@@ -180,6 +183,7 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	} else {
 		a.addInt(0)
 	}
+	a.addInt(bytes)
 	return xadds, a.args[from:]
 }
 

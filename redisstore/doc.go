@@ -14,10 +14,13 @@
 //	<ns>:meta:{<topic>:<p>}            hash   written when the partition is created (topics with pmeta)
 //	                                          or by its first append; next (high watermark), start (log
 //	                                          start offset), maxts and maxoff (maximum timestamp, its
-//	                                          offset), tioff (last time index point), p:<producer id>
+//	                                          offset), tioff (last time index point), bytes (record
+//	                                          bytes appended, bytes_index.go), p:<producer id>
 //	                                          (idempotence state)
 //	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (sparse time
 //	                                          index: points at least 512 records apart)
+//	<ns>:bindex:{<topic>:<p>}          zset   member total record bytes below the offset in the score
+//	                                          (bytes index: a point per MiB appended; bytes_index.go)
 //	<ns>:producers:{<topic>:<p>}       hash   producer id -> idempotence state (older kgate; moved to meta)
 //	<ns>:producer-id                   string INCR counter for producer IDs (unique across gateways)
 //	<ns>:offsets:{<tag>}:<group>       hash   stream key -> committed offset (bare decimal)

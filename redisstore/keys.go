@@ -17,6 +17,7 @@ func partTag(topic string, partition int32) string {
 func (k keys) stream(topic string, p int32) string { return k.ns + ":stream:" + partTag(topic, p) }
 func (k keys) meta(topic string, p int32) string   { return k.ns + ":meta:" + partTag(topic, p) }
 func (k keys) tindex(topic string, p int32) string { return k.ns + ":tindex:" + partTag(topic, p) }
+func (k keys) bindex(topic string, p int32) string { return k.ns + ":bindex:" + partTag(topic, p) }
 func (k keys) producers(topic string, p int32) string {
 	return k.ns + ":producers:" + partTag(topic, p)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -300,7 +301,7 @@ func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, o
 
 func (s *Store) partKeys(b *Batch) []string {
 	return []string{s.keys.stream(b.Topic, b.Partition), s.keys.meta(b.Topic, b.Partition),
-		s.keys.tindex(b.Topic, b.Partition), s.keys.producers(b.Topic, b.Partition)}
+		s.keys.tindex(b.Topic, b.Partition), s.keys.producers(b.Topic, b.Partition), s.keys.bindex(b.Topic, b.Partition)}
 }
 
 func appendResult(c *redis.Cmd) AppendResult {
@@ -416,7 +417,7 @@ func (s *Store) PartitionOffsets(ctx context.Context, topic string, partitions [
 
 func parseOffsets(v []any) Offsets {
 	var o Offsets
-	if len(v) == 2 {
+	if len(v) >= 2 {
 		o.End = anyInt(v[0])
 		o.Start = anyInt(v[1])
 	}
@@ -443,6 +444,10 @@ type ReadRequest struct {
 	// RecordBytes is the size the caller expects of a record, its key, value and headers (0: unknown;
 	// an estimate of its encoded size will do). It only sizes the buffer the reply is read into.
 	RecordBytes int64
+	// MaxBytes is the byte limit of what the caller makes of the records (0: none). The read takes at
+	// most the entries that the partition's bytes index shows to fit in readLimit(MaxBytes)
+	// (bytes_index.go), whatever Count says.
+	MaxBytes int64
 	// KnownPartition says the partition has a meta hash (Topic.PartitionMeta): a read that finds none
 	// answers ErrUnknownPartition (the topic was deleted since the caller looked it up), not the
 	// offsets of an empty partition.
@@ -452,7 +457,7 @@ type ReadRequest struct {
 // readOffsets are the offsets of an HMGET of a partition's meta hash (next, start) for r, or
 // ErrUnknownPartition when r's partition is known to have a meta hash and it is gone.
 func readOffsets(r ReadRequest, v []any) (Offsets, error) {
-	if r.KnownPartition && len(v) == 2 && v[0] == nil && v[1] == nil {
+	if r.KnownPartition && len(v) >= 2 && v[0] == nil && v[1] == nil {
 		return Offsets{}, ErrUnknownPartition
 	}
 	return parseOffsets(v), nil
@@ -501,18 +506,19 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	out := make([]ReadResult, len(reqs))
+	reqs, fetches := s.planBounds(reqs)
 	parts := splitReads(reqs, readSplitMin, readSplitMax)
 	if len(parts) == 1 {
-		s.readPieces(ctx, reqs, parts[0], true, out)
+		s.readPieces(ctx, reqs, parts[0], true, fetches, out)
 		return out
 	}
 	more := make([][]ReadResult, len(parts))
 	var wg sync.WaitGroup
 	for j := 1; j < len(parts); j++ {
 		more[j] = make([]ReadResult, len(reqs))
-		wg.Go(func() { s.readPieces(ctx, reqs, parts[j], false, more[j]) })
+		wg.Go(func() { s.readPieces(ctx, reqs, parts[j], false, nil, more[j]) })
 	}
-	s.readPieces(ctx, reqs, parts[0], true, out)
+	s.readPieces(ctx, reqs, parts[0], true, fetches, out)
 	wg.Wait()
 	s.mergeParts(ctx, reqs, out, more[1:])
 	return out
@@ -551,7 +557,7 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 		return
 	}
 	res := make([]ReadResult, len(reqs))
-	s.readPieces(ctx, reqs, again, false, res)
+	s.readPieces(ctx, reqs, again, false, nil, res)
 	for _, p := range again {
 		if err := res[p.req].Err; err != nil {
 			out[p.req].Err = err
@@ -625,20 +631,25 @@ func splitReads(reqs []ReadRequest, splitMin int64, maxParts int) [][]readPiece 
 	return lists
 }
 
-// readPieces reads pieces (and, with metas, every request's offsets) in one pipeline into out, whose
-// records are in the order of the pieces. The XRANGE replies are read raw (raw_reply.go), which the
+// readPieces reads pieces (and, with metas, every request's offsets and the bytes index points in
+// fetches) in one pipeline into out, whose records are in the order of the pieces. The XRANGE replies are read raw (raw_reply.go), which the
 // client library neither redirects (MOVED, ASK: a slot migrating or failed over) nor retries; a request
 // whose read failed, or came back as an error reply, is read once more as values (readAgain), which
 // it does.
-func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []readPiece, metas bool, out []ReadResult) {
+func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []readPiece, metas bool, fetches []pointFetch, out []ReadResult) {
 	var mcmds []*redis.SliceCmd
 	ranges := make([]*redis.RawWriteToCmd, len(pieces))
 	bufs := make([]*replyBuffer, len(pieces))
 	pipe := s.rdb.Pipeline()
+	sent := time.Now()
 	if metas {
 		mcmds = make([]*redis.SliceCmd, len(reqs))
 		for i, r := range reqs {
-			mcmds[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start")
+			mcmds[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start", "bytes")
+		}
+		for i := range fetches {
+			f := &fetches[i]
+			f.queue(ctx, pipe, s.keys.bindex(reqs[f.req].Topic, reqs[f.req].Partition))
 		}
 	}
 	for i, p := range pieces {
@@ -664,6 +675,18 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 			continue
 		}
 		out[i].Offsets, out[i].Err = readOffsets(reqs[i], c.Val())
+		if v := c.Val(); out[i].Err == nil && reqs[i].MaxBytes > 0 && len(v) == 3 {
+			bytes, ok := v[2].(string)
+			s.bounds.get(s.keys.stream(reqs[i].Topic, reqs[i].Partition)).observe(out[i].End, anyInt(bytes), ok, sent)
+		}
+	}
+	for i := range fetches {
+		f := &fetches[i]
+		next := int64(-1)
+		if mcmds[f.req].Err() == nil {
+			next = out[f.req].End
+		}
+		f.store(next)
 	}
 	for i, p := range pieces {
 		errs[i], raws[i] = ranges[i].Err(), bufs[i].b
@@ -863,7 +886,8 @@ func (s *Store) DeleteRecords(ctx context.Context, topic string, partition int32
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	n, err := deleteRecordsScript.Run(ctx, s.rdb,
-		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition)}, before).Int64()
+		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition),
+			s.keys.bindex(topic, partition)}, before).Int64()
 	if err != nil {
 		return 0, err
 	}

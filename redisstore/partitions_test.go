@@ -1016,7 +1016,7 @@ func TestReadSplitMatchesWholeRead(t *testing.T) {
 		}
 		whole := splitReads(reqs, math.MaxInt64, 1)
 		want := make([]ReadResult, len(reqs))
-		s.readPieces(t.Context(), reqs, whole[0], true, want)
+		s.readPieces(t.Context(), reqs, whole[0], true, nil, want)
 		got := s.Read(t.Context(), reqs)
 		for i := range reqs {
 			if got[i].Err != nil || want[i].Err != nil || got[i].Offsets != want[i].Offsets ||
@@ -1118,12 +1118,12 @@ func TestReadSplitRacingAnAppend(t *testing.T) {
 	for j := range parts {
 		more[j] = make([]ReadResult, len(reqs))
 	}
-	s.readPieces(t.Context(), reqs, parts[2], false, more[2]) // finds the stream ending at 599
-	appendN(400)                                              // offsets 600-999
-	s.readPieces(t.Context(), reqs, parts[3], false, more[3])
-	s.readPieces(t.Context(), reqs, parts[1], false, more[1])
+	s.readPieces(t.Context(), reqs, parts[2], false, nil, more[2]) // finds the stream ending at 599
+	appendN(400)                                                   // offsets 600-999
+	s.readPieces(t.Context(), reqs, parts[3], false, nil, more[3])
+	s.readPieces(t.Context(), reqs, parts[1], false, nil, more[1])
 	out := make([]ReadResult, len(reqs))
-	s.readPieces(t.Context(), reqs, parts[0], true, out) // high watermark 1000
+	s.readPieces(t.Context(), reqs, parts[0], true, nil, out) // high watermark 1000
 	s.mergeParts(t.Context(), reqs, out, more[1:])
 	if out[0].Err != nil || out[0].End != 1000 {
 		t.Fatalf("read: %v, end %d", out[0].Err, out[0].End)

@@ -36,12 +36,24 @@ import (
 // index's last point (tioff). A ZADD is a redis.call and a zset insert, 5-8 us of Redis time: once per
 // batch it was a fifth to an eighth of the finish step at the 20-150 records per batch a producer
 // sends to many partitions; now it comes once per timeIndexStride records or more.
-var batchLua = strings.ReplaceAll(batchLuaText, "TIME_INDEX_STRIDE", strconv.Itoa(timeIndexStride))
+var batchLua = strings.NewReplacer("TIME_INDEX_STRIDE", strconv.Itoa(timeIndexStride),
+	"BYTES_INDEX_STRIDE", strconv.Itoa(bytesIndexStride), "RECORD_OVERHEAD", strconv.Itoa(recordOverhead)).Replace(batchLuaText)
 
 const batchLuaText = `
+local recordOverhead = RECORD_OVERHEAD
 local function readMeta(meta, pid)
-  local m = redis.call('HMGET', meta, 'next', 'start', 'maxts', 'tioff', 'p:' .. pid)
-  return tonumber(m[1]) or 0, tonumber(m[2]) or 0, {ts = tonumber(m[3]) or -1, at = tonumber(m[4]) or -1e18}, m[5], m[1] ~= false
+  local m = redis.call('HMGET', meta, 'next', 'start', 'maxts', 'tioff', 'p:' .. pid, 'bytes')
+  return tonumber(m[1]) or 0, tonumber(m[2]) or 0, {ts = tonumber(m[3]) or -1, at = tonumber(m[4]) or -1e18, bytes = tonumber(m[6])}, m[5], m[1] ~= false
+end
+local function indexBytes(bindex, h, base, n, tix, add)
+  local z, before = {}, tix.bytes
+  if not before then z[1], z[2], before = string.format('%d', base), '0', 0 end
+  local after = before + add
+  if math.floor(after / BYTES_INDEX_STRIDE) > math.floor(before / BYTES_INDEX_STRIDE) then
+    z[#z + 1], z[#z + 2] = string.format('%d', base + n), string.format('%d', after)
+  end
+  if #z > 0 then redis.call('ZADD', bindex, unpack(z)) end
+  h[#h + 1], h[#h + 2] = 'bytes', string.format('%d', after)
 end
 local function checkProducer(prods, pid, epoch, seq, n, start, st)
   if pid == '-1' then return nil, '', 0, false end
@@ -70,7 +82,7 @@ local function checkProducer(prods, pid, epoch, seq, n, start, st)
   end
   return {-1, 45}
 end
-local function finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first)
+local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first, bytes)
   local h, z, maxoff, indexed = {'next', string.format('%d', base + n)}, {}, nil, false
   for c = 0, k - 1 do
     local ts = tonumber(ARGV[first + 1 + 2 * c])
@@ -89,6 +101,7 @@ local function finishBatch(meta, tindex, prods, pid, epoch, subs, n, last, kept,
     h[3], h[4], h[5], h[6] = 'maxts', string.format('%d', tix.ts), 'maxoff', string.format('%d', maxoff)
   end
   if indexed then h[#h + 1], h[#h + 2] = 'tioff', string.format('%d', tix.at) end
+  indexBytes(bindex, h, base, n, tix, bytes)
   if pid == '-1' then
     redis.call('HSET', meta, unpack(h))
     return
@@ -118,7 +131,7 @@ end
 // kept to one XADD: everything that can be computed outside Redis is (record layout, time-index
 // candidates, log-append timestamps), because Redis's single thread is the limit of the whole system.
 //
-// KEYS: stream, meta, tindex, producers.
+// KEYS: stream, meta, tindex, producers, bindex.
 // ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 flags: 1 to let Redis 7
 // assign sequence numbers (XADD 0-*) after the first record, 2 to refuse the batch ({-1, 3},
 // UNKNOWN_TOPIC_OR_PARTITION) when the partition has no meta (Batch.KnownPartition), 6 layout: two bytes (big endian) per
@@ -127,7 +140,7 @@ end
 // then per record: timestamp, field, value, ...
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code}.
 var appendScript = redis.NewScript(batchLua + `
-local stream, meta, tindex, prods = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stream, meta, tindex, prods, bindex = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local nxt, start, tix, st, known = readMeta(meta, pid)
 local flags = tonumber(ARGV[5])
@@ -137,7 +150,7 @@ if refused then return refused end
 local auto = flags % 2 == 1
 local layout = ARGV[6]
 local k = tonumber(ARGV[7])
-local i = 8 + 2 * k
+local i, bytes = 8 + 2 * k, 0
 for r = 1, n do
   local hi, lo = string.byte(layout, 2 * r - 1, 2 * r)
   local j = i + 2 * (hi * 256 + lo)
@@ -146,9 +159,11 @@ for r = 1, n do
   local id = '0-*'
   if r == 1 or not auto then id = string.format('0-%d', nxt + r) end
   redis.call('XADD', stream, id, 'ts', unpack(ARGV, i, j))
+  bytes = bytes + recordOverhead
+  for f = i + 1, j do bytes = bytes + #ARGV[f] end
   i = j + 1
 end
-finishBatch(meta, tindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 8)
+finishBatch(meta, tindex, bindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 8, bytes)
 return {nxt, start, 0}
 `)
 
@@ -156,8 +171,10 @@ return {nxt, start, 0}
 // the time index's points below it but the last (whose running maximum still bounds the timestamps of
 // the records after it; OffsetForTime reads on from the log start past a point below it): kept, a
 // partition written for good left a point per few hundred records in Redis for good. At most
-// 10,000 points go per call; the next DeleteRecords or retention pass takes the rest.
-// KEYS: stream, meta, time index. ARGV: new log start offset (-1: the high watermark).
+// 10,000 points go per call; the next DeleteRecords or retention pass takes the rest. The bytes index
+// (bytes_index.go) loses its points below the log start offset the same way, the last kept: reads from
+// the log start offset measure from it.
+// KEYS: stream, meta, time index, bytes index. ARGV: new log start offset (-1: the high watermark).
 // Returns the new log start offset, or -1 when the offset is beyond the high watermark.
 // XTRIM MINID needs Redis 6.2; older servers get an XRANGE + XDEL loop with the same effect.
 var deleteRecordsScript = redis.NewScript(`
@@ -193,6 +210,10 @@ while below < 10000 do
   if n < 100 then break end
 end
 if below > 1 then redis.call('ZREMRANGEBYRANK', KEYS[3], 0, below - 2) end
+if KEYS[4] then
+  below = redis.call('ZCOUNT', KEYS[4], '-inf', '(' .. string.format('%d', start))
+  if below > 1 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, math.min(below - 2, 9999)) end
+end
 return start
 `)
 

@@ -74,6 +74,8 @@ type Store struct {
 	// (groupIndexed).
 	indexed  sync.Map
 	nIndexed atomic.Int64
+	// bounds caches the bytes index points reads were cut by (bytes_index.go).
+	bounds readBounds
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.

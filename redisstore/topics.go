@@ -187,13 +187,14 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 			for p := cleared; p < t.Partitions; p++ {
 				// One UNLINK per slot (a partition's keys share a hash tag): a stream of millions of
 				// entries is freed in the background, where DEL would stall Redis for every client.
-				pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p))
+				pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p), s.keys.bindex(name, p))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				cancel()
 				return err
 			}
 			cleared = t.Partitions
+			s.ForgetReadBounds(name)
 			// The groups' offsets on it, a batch of groups at a time with time bounds of their own
 			// (every group is visited), while the name is still taken: a topic created again under
 			// it meanwhile would have its fresh commits deleted too.
