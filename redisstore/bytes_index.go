@@ -19,18 +19,20 @@ import (
 // meta hash, and, when the total passes a multiple of bytesIndexStride, adds a point to the partition's
 // bytes index: member the total, score the offset after the batch (the bytes of every record below the
 // offset). The first append counted adds a point (its base offset, 0). So two points lie less than a
-// stride plus one batch apart. A read with MaxBytes is cut at the last point within MaxBytes plus
-// two strides of the point at or below its offset (readBound).
+// stride plus one batch apart. A read with MaxBytes takes the entries whose bytes, interpolated
+// between the points around them, come to readLimit(MaxBytes): records of one size are read as their
+// count says, and whatever the sizes, a read takes at most readLimit plus the two segments (between
+// two points) it starts and ends in.
 //
-// Points never change once written, so each store caches those its reads use (partPoints), fetched in
-// the pipeline of a read that lacked them, for the reads after it. Past the newest point a store knows
-// of, the entries are unknown: the high watermark and total its last read of the partition saw are
-// a point too, and entries appended after that read are taken as Count allows when it ran at most
-// tailFresh ago (a tailing consumer: what was appended since is what producers wrote meanwhile), and
-// as at most unknownReadCount otherwise. A read of a partition this store never read, or from an
-// offset no cached window covers, is cut to unknownReadCount entries and fetches the points for the
-// next. Entries stored before the index (no "bytes" in meta, or below the first point) are read as
-// Count says, as before.
+// Points never change once written, so each store caches the runs of them its reads use
+// (pointWindow, up to pointWindows per partition), and the points past a run's end are fetched in the
+// pipeline of a read nearing it, for the reads after it. A read that no cached run covers (the first
+// of a partition, or a reader elsewhere in it) looks its points up first, a round trip more. Past the
+// newest point a store knows of, the entries are unknown: the high watermark and total its last read
+// of the partition saw are a point too, and entries appended after that read are taken as Count
+// allows when it ran at most tailFresh ago (a tailing consumer: what was appended since is what
+// producers wrote meanwhile); otherwise the read looks the points up first too. Entries stored
+// before the index (no "bytes" in meta, or below the first point) are read as Count says, as before.
 
 const (
 	// bytesIndexStride is the bytes between two points of the bytes index. A point costs the append
@@ -39,12 +41,12 @@ const (
 	// recordOverhead is what a record counts beyond its fields' names and values: its ID, timestamp
 	// and the reply's framing, about what an XRANGE reply spends on a record.
 	recordOverhead = 64
-	// pointsPerFetch is how many points a read fetches for the reads after it (32 MiB of records).
+	// pointsPerFetch is how many points a lookup fetches past a read's offset (32 MiB of records).
 	pointsPerFetch = 32
 	// pointWindows is how many runs of points a partition's cache keeps: one per reader at a
 	// different place in the partition, up to this many.
-	pointWindows = 4
-	// unknownReadCount is the most entries a read of unknown sizes takes.
+	pointWindows = 8
+	// unknownReadCount is the most entries a read takes when its points could not be looked up.
 	unknownReadCount = 32
 	// tailFresh is how old the last read of a partition may be for the entries appended since to be
 	// read as Count allows.
@@ -96,13 +98,15 @@ type partPoints struct {
 	tick   int64
 }
 
-// pointFetch is a read's fetch of points for the reads after it: from offset from on, with the point at
-// or below it when reset.
+// pointFetch is a lookup of points from offset from on: with the point at or below it and the
+// partition's meta hash, before a read (reset: the run it starts replaces the oldest), or the points
+// past a run's end, in a read's pipeline.
 type pointFetch struct {
 	req   int
 	from  int64
 	reset bool
 	pp    *partPoints
+	meta  *redis.SliceCmd
 	base  *redis.ZSliceCmd
 	ahead *redis.ZSliceCmd
 }
@@ -148,52 +152,111 @@ func (s *Store) ForgetReadBounds(topic string) {
 	}
 }
 
-// readLimit is the most bytes (as recordBytes counts them) a read with MaxBytes maxBytes takes past the
-// point at or below its offset. Four times maxBytes: a record stores more than it encodes (field
-// names and recordOverhead: 180 bytes for a 100-byte value and 8-byte key, which a fetch encodes in
-// 128), and the reads a caller sizes for maxBytes must not be cut in the usual case; a cut read comes
-// back short of the fetch's limit and costs a fetch more. Plus two strides: the offset may lie up to a
-// stride and a batch past the point, and the last point within the limit up to that much before it.
+// readLimit is the bytes (as recordBytes counts them) a read with MaxBytes maxBytes takes, by the
+// index's interpolation. Four times maxBytes: a record stores more than it encodes (field names and
+// recordOverhead: 180 bytes for a 100-byte value and 8-byte key, which a fetch encodes in 128), and a
+// read a caller sized for maxBytes must not be cut in the usual case (a cut read comes back short of
+// the fetch's limit and costs a fetch more), with room for records of mixed sizes between two points.
+// Plus two strides, for those of the segments a read starts and ends in.
 func readLimit(maxBytes int64) int64 { return 4*maxBytes + 2*bytesIndexStride }
 
+// boundNeed is what a read's bound asks for besides.
+type boundNeed int
+
+const (
+	needNothing boundNeed = iota
+	needLookup            // the points around the read's offset, before the read
+	needMore              // the points past its run's end, in the read's pipeline
+)
+
 // planBounds cuts the Count of each request with MaxBytes to what the bytes index allows (copying reqs
-// when one changes) and lists the fetches of points the reads after these need.
-func (s *Store) planBounds(reqs []ReadRequest) ([]ReadRequest, []pointFetch) {
-	var fetches []pointFetch
-	copied := false
-	for i := range reqs {
-		r := &reqs[i]
-		count := r.count()
-		if r.MaxBytes <= 0 || count <= 0 {
-			continue
+// when one changes), looking up first the points of the requests no cached run covers, and lists the
+// fetches of points the reads after these need.
+func (s *Store) planBounds(ctx context.Context, reqs []ReadRequest) ([]ReadRequest, []pointFetch) {
+	var more, lookups []pointFetch
+	counts := make([]int64, 0, 8)
+	for pass := 0; pass < 2; pass++ {
+		now := time.Now()
+		counts = counts[:0]
+		lookups = lookups[:0]
+		more = more[:0]
+		for i := range reqs {
+			r := &reqs[i]
+			count := r.count()
+			if r.MaxBytes <= 0 || count <= 0 {
+				counts = append(counts, -1)
+				continue
+			}
+			pp := s.bounds.get(s.keys.stream(r.Topic, r.Partition))
+			n, need, from := pp.bound(r.Offset, count, readLimit(r.MaxBytes), now)
+			switch {
+			case need == needLookup && pass == 0:
+				lookups = append(lookups, pointFetch{req: i, from: from, reset: true, pp: pp})
+			case need == needLookup:
+				n = min(count, unknownReadCount) // the lookup failed
+			case need == needMore:
+				more = append(more, pointFetch{req: i, from: from, pp: pp})
+			}
+			counts = append(counts, n)
 		}
-		pp := s.bounds.get(s.keys.stream(r.Topic, r.Partition))
-		n, fetch, from, reset := pp.bound(r.Offset, count, readLimit(r.MaxBytes), time.Now())
-		if n < count {
+		if len(lookups) == 0 || pass == 1 {
+			break
+		}
+		s.lookUpPoints(ctx, reqs, lookups)
+	}
+	copied := false
+	for i, n := range counts {
+		if n >= 0 && n < reqs[i].count() {
 			if !copied {
 				reqs, copied = append([]ReadRequest(nil), reqs...), true
-				r = &reqs[i]
 			}
-			r.Count = n
-		}
-		if fetch {
-			fetches = append(fetches, pointFetch{req: i, from: from, reset: reset, pp: pp})
+			reqs[i].Count = n
 		}
 	}
-	return reqs, fetches
+	return reqs, more
+}
+
+// lookUpPoints runs lookups in one pipeline and keeps what they found.
+func (s *Store) lookUpPoints(ctx context.Context, reqs []ReadRequest, lookups []pointFetch) {
+	pipe := s.rdb.Pipeline()
+	sent := time.Now()
+	for i := range lookups {
+		f := &lookups[i]
+		r := reqs[f.req]
+		f.meta = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start", "bytes")
+		f.queue(ctx, pipe, s.keys.bindex(r.Topic, r.Partition))
+	}
+	_, _ = pipe.Exec(ctx)
+	for i := range lookups {
+		f := &lookups[i]
+		v, err := f.meta.Result()
+		if err != nil || len(v) != 3 {
+			continue
+		}
+		bytes, ok := v[2].(string)
+		next := parseOffsets(v).End
+		f.pp.observe(next, anyInt(bytes), ok, sent)
+		if ok {
+			f.store(next)
+		}
+	}
 }
 
 // bound is how many of count entries from offset from a read takes for their bytes to stay within
-// limit, and whether (and from where) the read fetches points.
-func (pp *partPoints) bound(from, count, limit int64, now time.Time) (n int64, fetch bool, fetchFrom int64, reset bool) {
+// limit, and what it needs besides (and from where).
+func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, boundNeed, int64) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	pp.tick++
 	if pp.lastAt.IsZero() {
-		return min(count, unknownReadCount), true, from, true
+		return count, needLookup, from
 	}
+	fresh := now.Sub(pp.lastAt) <= tailFresh
 	if !pp.lastOK {
-		return count, false, 0, false // stored before the index
+		if from >= pp.last.offset && !fresh {
+			return count, needLookup, from // appended since: maybe counted now
+		}
+		return count, needNothing, 0 // stored before the index
 	}
 	var w *pointWindow
 	for _, c := range pp.wins {
@@ -201,56 +264,70 @@ func (pp *partPoints) bound(from, count, limit int64, now time.Time) (n int64, f
 			w = c
 		}
 	}
-	fresh := now.Sub(pp.lastAt) <= tailFresh
 	if w == nil {
 		if from >= pp.last.offset && fresh {
-			return count, false, 0, false // the tail, read lately
+			return count, needNothing, 0 // the tail, read lately
 		}
-		return min(count, unknownReadCount), true, from, true
+		return count, needLookup, from
 	}
 	w.used = pp.tick
 	i := sort.Search(len(w.pts), func(j int) bool { return w.pts[j].offset > from }) - 1
 	if i < 0 {
-		return count, false, 0, false // below the index's first point
+		return count, needNothing, 0 // below the index's first point
 	}
 	if i >= 2*pointsPerFetch {
 		w.pts = append([]bytePoint(nil), w.pts[i:]...)
 		w.origin, w.noBase, i = w.pts[0].offset, false, 0
 	}
-	most := w.pts[i].bytes + limit
 	within := func(end int64) int64 { return min(count, max(end-from, 1)) }
+	most := w.pts[i].bytes + limit
+	if i+1 < len(w.pts) {
+		most = interpolate(w.pts[i], w.pts[i+1], from) + limit
+	}
 	for j := i + 1; j < len(w.pts); j++ {
-		if w.pts[j].bytes > most {
-			if j == i+1 {
-				return 1, false, 0, false
-			}
-			return within(w.pts[j-1].offset), false, 0, false
+		if p := w.pts[j]; p.bytes > most {
+			q := w.pts[j-1]
+			return within(q.offset + int64(float64(most-q.bytes)*float64(p.offset-q.offset)/float64(p.bytes-q.bytes))), needNothing, 0
 		}
 	}
-	// Every point of the window fits; so do the entries up to hi, less than a stride past the last.
-	extend := pp.last.offset > w.hi
+	// Every point of the run fits; so do the entries up to hi, less than a stride past the last.
 	switch {
 	case pp.last.offset > w.hi && pp.last.bytes > most:
-		return within(w.hi), extend, w.hi, false
-	case fresh:
-		return count, extend, w.hi, false
+		return within(w.hi), needMore, w.hi
+	case !fresh:
+		return count, needLookup, from
+	case pp.last.offset > w.hi:
+		return count, needMore, w.hi
 	}
-	return within(max(w.hi, pp.last.offset) + unknownReadCount), extend, w.hi, false
+	return count, needNothing, 0
+}
+
+// interpolate is the bytes below offset o, between points p and q, as if their records were of one
+// size.
+func interpolate(p, q bytePoint, o int64) int64 {
+	return p.bytes + int64(float64(o-p.offset)*float64(q.bytes-p.bytes)/float64(q.offset-p.offset))
 }
 
 // observe records the meta hash a read sent at sent found: high watermark next, and the partition's
-// total bytes when ok.
+// total bytes when ok. A high watermark below the last one, seen by a read sent after the one that saw
+// that, is a partition that lost records (a failover) or a topic created again: what was known of it
+// goes.
 func (pp *partPoints) observe(next, bytes int64, ok bool, sent time.Time) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	if pp.lastAt.IsZero() || next >= pp.last.offset || ok != pp.lastOK {
-		if !ok {
-			pp.wins = nil
-		}
-		pp.last, pp.lastOK = bytePoint{next, bytes}, ok
-		if sent.After(pp.lastAt) {
-			pp.lastAt = sent
-		}
+	newer := !sent.Before(pp.lastAt)
+	switch {
+	case pp.lastAt.IsZero():
+	case ok != pp.lastOK && newer:
+		pp.wins = nil // counted from now on, or no longer: runs built before hold none or stale points
+	case next < pp.last.offset && newer:
+		pp.wins = nil
+	case next < pp.last.offset, ok != pp.lastOK:
+		return // an older read's
+	}
+	pp.last, pp.lastOK = bytePoint{next, bytes}, ok
+	if newer {
+		pp.lastAt = sent
 	}
 }
 
@@ -263,7 +340,8 @@ func (f *pointFetch) queue(ctx context.Context, pipe redis.Pipeliner, key string
 	f.ahead = pipe.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: "(" + from, Max: "+inf", Count: pointsPerFetch})
 }
 
-// store records what f fetched; next is the high watermark read before it in the same pipeline.
+// store records what f fetched; next is the high watermark read before it in the same pipeline, whose
+// meta hash had a total (an index without it may still lack its first point).
 func (f *pointFetch) store(next int64) {
 	if (f.base != nil && f.base.Err() != nil && f.base.Err() != redis.Nil) || (f.ahead.Err() != nil && f.ahead.Err() != redis.Nil) {
 		return
@@ -295,17 +373,28 @@ func (f *pointFetch) store(next int64) {
 	} else {
 		w.pts, w.noBase = ahead, true
 	}
-	if len(pp.wins) < pointWindows {
+	// It replaces a run covering its offset (the same reader's, gone stale), else the one used
+	// longest ago once there are pointWindows.
+	replace := -1
+	for i, c := range pp.wins {
+		if f.from >= c.origin && f.from <= c.hi {
+			replace = i
+			break
+		}
+	}
+	if replace < 0 && len(pp.wins) < pointWindows {
 		pp.wins = append(pp.wins, w)
 		return
 	}
-	oldest := 0
-	for i, c := range pp.wins {
-		if c.used < pp.wins[oldest].used {
-			oldest = i
+	if replace < 0 {
+		replace = 0
+		for i, c := range pp.wins {
+			if c.used < pp.wins[replace].used {
+				replace = i
+			}
 		}
 	}
-	pp.wins[oldest] = w
+	pp.wins[replace] = w
 }
 
 func points(zs []redis.Z) []bytePoint {

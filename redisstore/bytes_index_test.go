@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestReadBoundedByBytes: a run of large records after many small ones. A read sized for the small
@@ -50,20 +52,20 @@ func TestReadBoundedByBytes(t *testing.T) {
 			}
 			return res
 		}
-		// Unknown sizes: a few entries, and the points for the next read.
-		if first := read(1990, 1<<20); len(first.Records) != unknownReadCount {
-			t.Fatalf("first read took %d records, want %d (sizes unknown)", len(first.Records), unknownReadCount)
-		}
-		res := read(1990, 1<<20)
-		got := int64(0)
-		for i := range res.Records {
-			got += recordBytes(&res.Records[i])
-		}
-		if len(res.Records) == 0 || res.Records[0].Offset != 1990 {
-			t.Fatalf("bounded read from 1990 found %d records", len(res.Records))
-		}
-		if most := readLimit(1<<20) + largeSize; got > most || len(res.Records) >= 2000+large-1990 {
-			t.Fatalf("bounded read took %d records, %d bytes; want at most %d bytes, fewer than all %d", len(res.Records), got, most, 2000+large-1990)
+		// The first read looks the points up, and takes no more than the later ones.
+		for k := range 3 {
+			res := read(1990, 1<<20)
+			got := int64(0)
+			for i := range res.Records {
+				got += recordBytes(&res.Records[i])
+			}
+			if len(res.Records) == 0 || res.Records[0].Offset != 1990 {
+				t.Fatalf("bounded read %d from 1990 found %d records", k, len(res.Records))
+			}
+			// The limit, and the segment the read ends in (a stride and a record).
+			if most := readLimit(1<<20) + bytesIndexStride + largeSize; got > most || len(res.Records) >= 2000+large-1990 {
+				t.Fatalf("bounded read %d took %d records, %d bytes; want at most %d bytes, fewer than all %d", k, len(res.Records), got, most, 2000+large-1990)
+			}
 		}
 		// Without a limit the same read takes them all.
 		if all := s.Read(ctx, []ReadRequest{{Topic: "mixed", Partition: 0, Offset: 1990, Count: 10000}})[0]; len(all.Records) != 2000+large-1990 {
@@ -95,20 +97,25 @@ func indexPoints(t *testing.T, s *Store, topic string, p int32) []bytePoint {
 }
 
 // TestPartPointsBound covers the cases of bound one by one: never read, stored before the index, a
-// window's points, the tail past the newest point (fresh and not), and a read below the first point.
+// run's points (interpolated between them), the tail past the newest point (fresh and not), a read
+// below the first point, a run short of the limit, one batch larger than the limit.
 func TestPartPointsBound(t *testing.T) {
 	now := time.Now()
 	const mib = 1 << 20
 	limit := int64(3 * mib)
-	check := func(name string, pp *partPoints, from, want int64, wantFetch bool) {
+	check := func(name string, pp *partPoints, from, want int64, wantNeed boundNeed) {
 		t.Helper()
-		n, fetch, _, _ := pp.bound(from, 10000, limit, now)
-		if n != want || fetch != wantFetch {
-			t.Errorf("%s: bound(%d) = %d, fetch %v; want %d, %v", name, from, n, fetch, want, wantFetch)
+		n, need, _ := pp.bound(from, 10000, limit, now)
+		if need == needLookup {
+			n = -1
+		}
+		if n != want || need != wantNeed {
+			t.Errorf("%s: bound(%d) = %d, need %d; want %d, %d", name, from, n, need, want, wantNeed)
 		}
 	}
-	check("never read", &partPoints{}, 0, unknownReadCount, true)
-	check("stored before the index", &partPoints{lastAt: now, last: bytePoint{500, 0}}, 0, 10000, false)
+	check("never read", &partPoints{}, 0, -1, needLookup)
+	check("stored before the index", &partPoints{lastAt: now, last: bytePoint{500, 0}}, 0, 10000, needNothing)
+	check("stored before the index, appended since long ago", &partPoints{lastAt: now.Add(-time.Second), last: bytePoint{500, 0}}, 500, -1, needLookup)
 
 	// Points every 100 entries of 1 MiB each from offset 1000 on; the partition read just now, up to
 	// offset 2000.
@@ -122,40 +129,55 @@ func TestPartPointsBound(t *testing.T) {
 	fresh := func() *partPoints {
 		return &partPoints{wins: []*pointWindow{win()}, last: bytePoint{2000, 10 * mib}, lastOK: true, lastAt: now}
 	}
-	check("window", fresh(), 1050, 1300-1050, false) // base 1000, 3 MiB past it: the point at 1300
-	check("window, on a point", fresh(), 1100, 1400-1100, false)
-	check("tail, read lately", fresh(), 1900, 10000, false)
+	check("run", fresh(), 1050, 1350-1050, needNothing) // 0.5 MiB below 1050, 3.5 MiB below 1350
+	check("run, on a point", fresh(), 1100, 1400-1100, needNothing)
+	check("tail, read lately", fresh(), 1900, 10000, needNothing)
 	stale := fresh()
 	stale.lastAt = now.Add(-time.Second)
-	check("tail, read long ago", stale, 1900, 2000+unknownReadCount-1900, false)
-	check("no window for the offset", fresh(), 500, unknownReadCount, true)
+	check("tail, read long ago", stale, 1900, -1, needLookup)
+	check("no run for the offset", fresh(), 500, -1, needLookup)
 	noBase := fresh()
 	noBase.wins[0].origin, noBase.wins[0].noBase = 0, true
-	check("below the index's first point", noBase, 500, 10000, false)
+	check("below the index's first point", noBase, 500, 10000, needNothing)
 
-	// A point past the window, known from the last read, and beyond the limit: up to hi, and a fetch
-	// of the points between.
+	// A point past the run, known from the last read, and beyond the limit: up to hi, and the points
+	// between fetched in the read's pipeline.
 	ahead := fresh()
 	ahead.wins[0].pts, ahead.wins[0].hi = ahead.wins[0].pts[:3], 1200
 	ahead.last = bytePoint{5000, 40 * mib}
-	check("window short of the limit", ahead, 1000, 1200-1000, true)
+	check("run short of the limit", ahead, 1000, 1200-1000, needMore)
 
-	// A segment larger than the limit: one entry.
+	// One batch of 8,000 records of 1,000 bytes: reads inside it take their share, not one record.
+	big := fresh()
+	big.wins[0].pts = []bytePoint{{1000, 0}, {9000, 8000 * 1000}}
+	big.wins[0].hi, big.last = 9000, bytePoint{9000, 8000 * 1000}
+	check("inside one large batch", big, 2000, limit/1000, needNothing)
+	// One record larger than the limit: that record.
 	huge := fresh()
 	huge.wins[0].pts = []bytePoint{{1000, 0}, {1001, 5 * mib}}
 	huge.wins[0].hi = 1001
-	check("one batch past the limit", huge, 1000, 1, false)
+	check("one record past the limit", huge, 1000, 1, needNothing)
 
-	// A read's meta hash: a newer high watermark moves the last point; an older one does not.
+	// A read's meta hash: a newer high watermark moves the last point; an older read's does not; a
+	// lower one seen by a newer read (a partition that lost records) drops the runs.
 	pp := fresh()
 	pp.observe(2500, 15*mib, true, now)
-	pp.observe(2100, 11*mib, true, now)
-	if pp.last != (bytePoint{2500, 15 * mib}) {
-		t.Errorf("after observing 2500 then 2100: last %+v", pp.last)
+	pp.observe(2100, 11*mib, true, now.Add(-time.Millisecond))
+	if pp.last != (bytePoint{2500, 15 * mib}) || len(pp.wins) != 1 {
+		t.Errorf("after observing 2500, then 2100 from an older read: last %+v, %d runs", pp.last, len(pp.wins))
 	}
+	pp.observe(2100, 11*mib, true, now.Add(time.Millisecond))
+	if pp.last != (bytePoint{2100, 11 * mib}) || pp.wins != nil {
+		t.Errorf("after observing 2100 from a newer read: last %+v, %d runs", pp.last, len(pp.wins))
+	}
+	pp = fresh()
 	pp.observe(2600, 0, false, now)
 	if pp.lastOK || pp.wins != nil {
-		t.Errorf("meta without bytes: lastOK %v, %d windows kept", pp.lastOK, len(pp.wins))
+		t.Errorf("meta without bytes: lastOK %v, %d runs kept", pp.lastOK, len(pp.wins))
+	}
+	pp.observe(2600, 12*mib, true, now.Add(-time.Millisecond))
+	if pp.lastOK {
+		t.Errorf("an older read's meta with bytes after a newer one's without: counted")
 	}
 }
 
@@ -178,5 +200,94 @@ func TestForgetReadBounds(t *testing.T) {
 		if k == s.keys.stream("a", 0) || k == s.keys.stream("a", 2) {
 			t.Fatalf("after forgetting a: %v", left)
 		}
+	}
+}
+
+// readBytes is what records count in the bytes index.
+func readBytes(recs []Record) int64 {
+	n := int64(0)
+	for i := range recs {
+		n += recordBytes(&recs[i])
+	}
+	return n
+}
+
+// TestReadBoundAtFirstAppend: a consumer polled the empty partition at 0 before its producer wrote a
+// run of large records: reads from 0 are bounded (the index's first point, added after that poll, sits
+// at the offset the poll saw as the high watermark), as they are after the index began on a partition
+// written before it (bogus points a deleted topic's earlier incarnation left are dropped).
+func TestReadBoundAtFirstAppend(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "fresh", 1)
+		// Points of an earlier topic of the name, deleted by a gateway that did not know the index.
+		if err := s.Client().ZAdd(ctx, s.keys.bindex("fresh", 0), redis.Z{Score: 5, Member: "99999999"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		const maxBytes, largeSize = 64 << 10, 256 << 10
+		read := func(off int64) ReadResult {
+			t.Helper()
+			res := s.Read(ctx, []ReadRequest{{Topic: "fresh", Partition: 0, Offset: off, Count: 10000, MaxBytes: maxBytes}})[0]
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			return res
+		}
+		read(0)
+		for range 64 {
+			appendOne(t, s, "fresh", 0, Record{Value: bytes.Repeat([]byte{'L'}, largeSize)})
+		}
+		if pts := indexPoints(t, s, "fresh", 0); pts[0] != (bytePoint{0, 0}) || len(pts) != 17 {
+			t.Fatalf("bytes index %v, want (0, 0) and a point per MiB", pts)
+		}
+		time.Sleep(tailFresh + 50*time.Millisecond)
+		most := readLimit(maxBytes) + bytesIndexStride + largeSize
+		for k := range 3 {
+			if res := read(0); readBytes(res.Records) > most || len(res.Records) == 0 {
+				t.Fatalf("read %d from 0: %d records, %d bytes; want some, at most %d bytes", k, len(res.Records), readBytes(res.Records), most)
+			}
+		}
+	})
+}
+
+// TestReadsInsideLargeBatch: one batch of 8,000 records of 1 KiB (8 MiB between two points of the
+// index): reads inside it take their share of the limit, not one record each.
+func TestReadsInsideLargeBatch(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		mustCreateTopic(t, s, "big", 1)
+		recs := make([]Record, 8000)
+		for i := range recs {
+			recs[i].Value = bytes.Repeat([]byte{'v'}, 1024)
+		}
+		appendOne(t, s, "big", 0, recs...)
+		off := int64(0)
+		for k := range 6 {
+			res := s.Read(t.Context(), []ReadRequest{{Topic: "big", Partition: 0, Offset: off, Count: 1000, MaxBytes: 1 << 20}})[0]
+			if res.Err != nil || len(res.Records) != 1000 {
+				t.Fatalf("read %d at %d of 1 KiB records, 1 MiB limit: %d records, %v; want 1000", k, off, len(res.Records), res.Err)
+			}
+			off += 1000
+		}
+	})
+}
+
+// TestReadTailPolledSlowly: a consumer polling the tail every 200 ms (more than tailFresh) takes what
+// was appended since in one read, its points looked up first.
+func TestReadTailPolledSlowly(t *testing.T) {
+	s := openStore(t, backendOptions(t, "standalone"))
+	mustCreateTopic(t, s, "tail", 1)
+	recs := make([]Record, 500)
+	for i := range recs {
+		recs[i].Value = bytes.Repeat([]byte{'t'}, 1024)
+	}
+	pos := int64(0)
+	for round := range 4 {
+		appendOne(t, s, "tail", 0, recs...)
+		time.Sleep(2 * tailFresh)
+		res := s.Read(t.Context(), []ReadRequest{{Topic: "tail", Partition: 0, Offset: pos, Count: 10000, MaxBytes: 1 << 20}})[0]
+		if res.Err != nil || len(res.Records) != len(recs) {
+			t.Fatalf("round %d: read from %d took %d records, %v; want %d", round, pos, len(res.Records), res.Err, len(recs))
+		}
+		pos += int64(len(res.Records))
 	}
 }

@@ -506,7 +506,7 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	out := make([]ReadResult, len(reqs))
-	reqs, fetches := s.planBounds(reqs)
+	reqs, fetches := s.planBounds(ctx, reqs)
 	parts := splitReads(reqs, readSplitMin, readSplitMax)
 	if len(parts) == 1 {
 		s.readPieces(ctx, reqs, parts[0], true, fetches, out)

@@ -47,7 +47,12 @@ local function readMeta(meta, pid)
 end
 local function indexBytes(bindex, h, base, n, tix, add)
   local z, before = {}, tix.bytes
-  if not before then z[1], z[2], before = string.format('%d', base), '0', 0 end
+  if not before then
+    -- Points already there belong to a topic of the same name deleted by a gateway that did not know
+    -- the index (it left the key): they would size this partition's reads by another's records.
+    redis.call('UNLINK', bindex)
+    z[1], z[2], before = string.format('%d', base), '0', 0
+  end
   local after = before + add
   if math.floor(after / BYTES_INDEX_STRIDE) > math.floor(before / BYTES_INDEX_STRIDE) then
     z[#z + 1], z[#z + 2] = string.format('%d', base + n), string.format('%d', after)
