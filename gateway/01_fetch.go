@@ -468,6 +468,8 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		case pk.n > 0 && pk.n == len(r.Records) && pk.encoded < limit &&
 			p.sizing.count(int64(p.maxBytes)) > reqs[i].Count:
 			rd.short = true // a read now, sized by what this one found, asks for more
+		case r.Cut && pk.n == len(r.Records) && pk.encoded < limit:
+			rd.short = true // cut by its byte bound, which knows more once it has read (redisstore.ReadRequest.MaxBytes)
 		}
 		rd.bytes += pk.encoded
 		budget -= pk.encoded

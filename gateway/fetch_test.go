@@ -1339,3 +1339,32 @@ func TestFetchBoundedAfterSizingDrivenDown(t *testing.T) {
 		t.Fatalf("Redis sent %d bytes for one 1 MiB fetch at the run of 512 KiB records, want at most %d", got, most)
 	}
 }
+
+// TestFetchCutReadReadsOn: a read cut by its byte bound that took every record it read does not leave
+// the fetch waiting out max_wait below min_bytes with records in Redis: the fetch reads on at once.
+// One consumer's read of the tail leaves a run of the bytes index ending there; 8 MiB of records
+// come (more than the read's limit, 4 MiB and 2 strides); another consumer's fetch of the new tail moves the last high watermark the gateway saw; a
+// third consumer's fetch from the old tail, min_bytes 256 KiB, gets its records without waiting.
+func TestFetchCutReadReadsOn(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	const name = "cut-read"
+	createTopic(t, store, name, 1)
+	t.Cleanup(func() { forgetSizing(name) })
+	appendValues(t, ctx, store, name, 0, 10, 100)
+	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(name, 0, 10, 64<<10, 50<<20)); sp.ErrorCode != 0 {
+		t.Fatalf("fetch at the tail: error %d", sp.ErrorCode)
+	}
+	for range 128 {
+		appendValues(t, ctx, store, name, 0, 1, 64<<10)
+	}
+	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest(name, 0, 138, 64<<10, 50<<20)); sp.ErrorCode != 0 || sp.HighWatermark != 138 {
+		t.Fatalf("fetch at the new tail: error %d, high watermark %d", sp.ErrorCode, sp.HighWatermark)
+	}
+	req := fetchRequest(name, 0, 10, 1<<20, 50<<20)
+	req.MinBytes, req.MaxWaitMillis = 256<<10, 2000
+	began := time.Now()
+	sp := fetchOne(t, ctx, fetchConn(t, g), req)
+	if n, took := countRecords(sp.RecordBatches), time.Since(began); sp.ErrorCode != 0 || n < 2 || took > time.Second {
+		t.Fatalf("fetch from 10 with min_bytes 256 KiB: error %d, %d records after %v; want more than one, at once", sp.ErrorCode, n, took)
+	}
+}

@@ -31,8 +31,9 @@ import (
 // newest point a store knows of, the entries are unknown: the high watermark and total its last read
 // of the partition saw are a point too, and entries appended after that read are taken as Count
 // allows when it ran at most tailFresh ago (a tailing consumer: what was appended since is what
-// producers wrote meanwhile); otherwise the read looks the points up first too. Entries stored
-// before the index (no "bytes" in meta, or below the first point) are read as Count says, as before.
+// producers wrote meanwhile), else at most unknownReadCount of them; a read so cut says so
+// (ReadResult.Cut) and the caller reads on. Entries stored before the index (no "bytes" in meta, or
+// below the first point) are read as Count says, as before; the bound counts from the first point.
 
 const (
 	// bytesIndexStride is the bytes between two points of the bytes index. A point costs the append
@@ -46,8 +47,12 @@ const (
 	// pointWindows is how many runs of points a partition's cache keeps: one per reader at a
 	// different place in the partition, up to this many.
 	pointWindows = 8
-	// unknownReadCount is the most entries a read takes when its points could not be looked up.
-	unknownReadCount = 32
+	// unknownReadCount is the most entries a read takes past the high watermark of the partition's
+	// last read when that read was more than tailFresh ago (a consumer woken after a quiet spell most
+	// often finds a record or a few; more are read by the fetch's next read, which looks the points
+	// up), or when its points could not be looked up. A lookup per such read would cost a fetch of
+	// many quiet partitions a round trip and three commands per partition at every wake-up.
+	unknownReadCount = 4
 	// tailFresh is how old the last read of a partition may be for the entries appended since to be
 	// read as Count allows.
 	tailFresh = 100 * time.Millisecond
@@ -170,13 +175,15 @@ const (
 )
 
 // planBounds cuts the Count of each request with MaxBytes to what the bytes index allows (copying reqs
-// when one changes), looking up first the points of the requests no cached run covers, and lists the
-// fetches of points the reads after these need.
-func (s *Store) planBounds(ctx context.Context, reqs []ReadRequest) ([]ReadRequest, []pointFetch) {
+// when one changes, and saying which in cut), looking up first the points of the requests no cached
+// run covers, and lists the fetches of points the reads after these need.
+func (s *Store) planBounds(ctx context.Context, reqs []ReadRequest) ([]ReadRequest, []pointFetch, []bool) {
 	var more, lookups []pointFetch
 	counts := make([]int64, 0, 8)
+	// Both passes judge freshness at the same time: a lookup slower than tailFresh leaves its
+	// partition read after the first pass's time, not stale.
+	now := time.Now()
 	for pass := 0; pass < 2; pass++ {
-		now := time.Now()
 		counts = counts[:0]
 		lookups = lookups[:0]
 		more = more[:0]
@@ -204,16 +211,16 @@ func (s *Store) planBounds(ctx context.Context, reqs []ReadRequest) ([]ReadReque
 		}
 		s.lookUpPoints(ctx, reqs, lookups)
 	}
-	copied := false
+	var cut []bool
 	for i, n := range counts {
 		if n >= 0 && n < reqs[i].count() {
-			if !copied {
-				reqs, copied = append([]ReadRequest(nil), reqs...), true
+			if cut == nil {
+				reqs, cut = append([]ReadRequest(nil), reqs...), make([]bool, len(reqs))
 			}
-			reqs[i].Count = n
+			reqs[i].Count, cut[i] = n, true
 		}
 	}
-	return reqs, more
+	return reqs, more, cut
 }
 
 // lookUpPoints runs lookups in one pipeline and keeps what they found.
@@ -245,6 +252,9 @@ func (s *Store) lookUpPoints(ctx context.Context, reqs []ReadRequest, lookups []
 // bound is how many of count entries from offset from a read takes for their bytes to stay within
 // limit, and what it needs besides (and from where).
 func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, boundNeed, int64) {
+	if count <= 1 {
+		return count, needNothing, 0 // one record is read whatever its size (KIP-74)
+	}
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	pp.tick++
@@ -252,11 +262,16 @@ func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, bou
 		return count, needLookup, from
 	}
 	fresh := now.Sub(pp.lastAt) <= tailFresh
-	if !pp.lastOK {
-		if from >= pp.last.offset && !fresh {
-			return count, needLookup, from // appended since: maybe counted now
+	// tail is the count for a read whose entries below known are within the limit and past it were
+	// appended after the last read: all when that read was lately, else unknownReadCount of them.
+	tail := func(known int64) int64 {
+		if fresh {
+			return count
 		}
-		return count, needNothing, 0 // stored before the index
+		return min(count, max(known-from, 0)+unknownReadCount)
+	}
+	if !pp.lastOK {
+		return tail(pp.last.offset), needNothing, 0 // below the last read's high watermark: stored before the index
 	}
 	var w *pointWindow
 	for _, c := range pp.wins {
@@ -265,15 +280,20 @@ func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, bou
 		}
 	}
 	if w == nil {
-		if from >= pp.last.offset && fresh {
-			return count, needNothing, 0 // the tail, read lately
+		if from >= pp.last.offset {
+			return tail(from), needNothing, 0
 		}
 		return count, needLookup, from
 	}
 	w.used = pp.tick
 	i := sort.Search(len(w.pts), func(j int) bool { return w.pts[j].offset > from }) - 1
+	start := from
 	if i < 0 {
-		return count, needNothing, 0 // below the index's first point
+		if len(w.pts) == 0 {
+			return count, needNothing, 0 // no point in the run: stored before the index
+		}
+		// The entries below the index's first point are read as count says; the bound counts from it.
+		start, i = w.pts[0].offset, 0
 	}
 	if i >= 2*pointsPerFetch {
 		w.pts = append([]bytePoint(nil), w.pts[i:]...)
@@ -282,7 +302,7 @@ func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, bou
 	within := func(end int64) int64 { return min(count, max(end-from, 1)) }
 	most := w.pts[i].bytes + limit
 	if i+1 < len(w.pts) {
-		most = interpolate(w.pts[i], w.pts[i+1], from) + limit
+		most = interpolate(w.pts[i], w.pts[i+1], start) + limit
 	}
 	for j := i + 1; j < len(w.pts); j++ {
 		if p := w.pts[j]; p.bytes > most {
@@ -294,12 +314,10 @@ func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, bou
 	switch {
 	case pp.last.offset > w.hi && pp.last.bytes > most:
 		return within(w.hi), needMore, w.hi
-	case !fresh:
-		return count, needLookup, from
 	case pp.last.offset > w.hi:
-		return count, needMore, w.hi
+		return tail(pp.last.offset), needMore, w.hi
 	}
-	return count, needNothing, 0
+	return tail(w.hi), needNothing, 0
 }
 
 // interpolate is the bytes below offset o, between points p and q, as if their records were of one
@@ -348,6 +366,9 @@ func (f *pointFetch) store(next int64) {
 	}
 	ahead := points(f.ahead.Val())
 	hi := max(next, f.from)
+	if f.reset {
+		hi = next // a lookup past the high watermark knows no point there: they come later
+	}
 	if len(ahead) == pointsPerFetch {
 		hi = ahead[len(ahead)-1].offset
 	} else if len(ahead) > 0 {

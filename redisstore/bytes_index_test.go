@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kgate/kgate/internal/redistest"
 )
 
 // TestReadBoundedByBytes: a run of large records after many small ones. A read sized for the small
@@ -114,8 +116,11 @@ func TestPartPointsBound(t *testing.T) {
 		}
 	}
 	check("never read", &partPoints{}, 0, -1, needLookup)
+	if n, need, _ := (&partPoints{}).bound(0, 1, limit, now); n != 1 || need != needNothing {
+		t.Errorf("never read, one entry: %d, need %d; want 1, none", n, need)
+	}
 	check("stored before the index", &partPoints{lastAt: now, last: bytePoint{500, 0}}, 0, 10000, needNothing)
-	check("stored before the index, appended since long ago", &partPoints{lastAt: now.Add(-time.Second), last: bytePoint{500, 0}}, 500, -1, needLookup)
+	check("stored before the index, appended since long ago", &partPoints{lastAt: now.Add(-time.Second), last: bytePoint{500, 0}}, 450, 50+unknownReadCount, needNothing)
 
 	// Points every 100 entries of 1 MiB each from offset 1000 on; the partition read just now, up to
 	// offset 2000.
@@ -134,11 +139,13 @@ func TestPartPointsBound(t *testing.T) {
 	check("tail, read lately", fresh(), 1900, 10000, needNothing)
 	stale := fresh()
 	stale.lastAt = now.Add(-time.Second)
-	check("tail, read long ago", stale, 1900, -1, needLookup)
+	check("tail, read long ago", stale, 1900, 2000+unknownReadCount-1900, needNothing)
+	check("past the tail, read long ago", stale, 2000, unknownReadCount, needNothing)
 	check("no run for the offset", fresh(), 500, -1, needLookup)
 	noBase := fresh()
 	noBase.wins[0].origin, noBase.wins[0].noBase = 0, true
-	check("below the index's first point", noBase, 500, 10000, needNothing)
+	// Below the index's first point (1000): those entries as count says, and 3 MiB from the point on.
+	check("below the index's first point", noBase, 500, 1300-500, needNothing)
 
 	// A point past the run, known from the last read, and beyond the limit: up to hi, and the points
 	// between fetched in the read's pipeline.
@@ -271,8 +278,9 @@ func TestReadsInsideLargeBatch(t *testing.T) {
 	})
 }
 
-// TestReadTailPolledSlowly: a consumer polling the tail every 200 ms (more than tailFresh) takes what
-// was appended since in one read, its points looked up first.
+// TestReadTailPolledSlowly: a consumer polling the tail every 200 ms (more than tailFresh) takes a few
+// of what was appended since, told the read was cut, and the rest in the read after (which looks the
+// points up).
 func TestReadTailPolledSlowly(t *testing.T) {
 	s := openStore(t, backendOptions(t, "standalone"))
 	mustCreateTopic(t, s, "tail", 1)
@@ -284,10 +292,116 @@ func TestReadTailPolledSlowly(t *testing.T) {
 	for round := range 4 {
 		appendOne(t, s, "tail", 0, recs...)
 		time.Sleep(2 * tailFresh)
-		res := s.Read(t.Context(), []ReadRequest{{Topic: "tail", Partition: 0, Offset: pos, Count: 10000, MaxBytes: 1 << 20}})[0]
-		if res.Err != nil || len(res.Records) != len(recs) {
-			t.Fatalf("round %d: read from %d took %d records, %v; want %d", round, pos, len(res.Records), res.Err, len(recs))
+		var got []int
+		for pos < int64((round+1)*len(recs)) && len(got) < 3 {
+			res := s.Read(t.Context(), []ReadRequest{{Topic: "tail", Partition: 0, Offset: pos, Count: 10000, MaxBytes: 1 << 20}})[0]
+			if res.Err != nil || len(res.Records) == 0 || res.Cut != (len(res.Records) < len(recs)) && len(got) == 0 {
+				t.Fatalf("round %d: read from %d took %d records (cut %v), %v", round, pos, len(res.Records), res.Cut, res.Err)
+			}
+			pos += int64(len(res.Records))
+			got = append(got, len(res.Records))
 		}
-		pos += int64(len(res.Records))
+		if pos != int64((round+1)*len(recs)) {
+			t.Fatalf("round %d: reads %v, want the round's %d records in at most 3", round, got, len(recs))
+		}
+	}
+}
+
+// TestReadAcrossIndexStart: a partition written before the index (by an earlier kgate: no "bytes" in
+// meta), then counted: a read from just below the index's first point is bounded from that point on,
+// whether this store first saw the partition before it was counted or not.
+func TestReadAcrossIndexStart(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "upgraded", 1)
+		small := make([]Record, 1000)
+		for i := range small {
+			small[i].Value = bytes.Repeat([]byte{'s'}, 100)
+		}
+		appendOne(t, s, "upgraded", 0, small...)
+		// As an earlier kgate left it.
+		if err := s.Client().HDel(ctx, s.keys.meta("upgraded", 0), "bytes").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().Del(ctx, s.keys.bindex("upgraded", 0)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		const maxBytes, largeSize = 64 << 10, 256 << 10
+		read := func() ReadResult {
+			t.Helper()
+			res := s.Read(ctx, []ReadRequest{{Topic: "upgraded", Partition: 0, Offset: 990, Count: 10000, MaxBytes: maxBytes}})[0]
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			return res
+		}
+		if res := read(); len(res.Records) != 10 {
+			t.Fatalf("read of the uncounted partition: %d records, want its last 10", len(res.Records))
+		}
+		for range 100 {
+			appendOne(t, s, "upgraded", 0, Record{Value: bytes.Repeat([]byte{'L'}, largeSize)})
+		}
+		if pts := indexPoints(t, s, "upgraded", 0); pts[0] != (bytePoint{1000, 0}) {
+			t.Fatalf("bytes index %v, want it to start at (1000, 0)", pts)
+		}
+		time.Sleep(tailFresh + 50*time.Millisecond)
+		most := readLimit(maxBytes) + bytesIndexStride + largeSize + 10*recordBytes(&small[0])
+		for k := range 3 {
+			if res := read(); readBytes(res.Records) > most || len(res.Records) < 11 {
+				t.Fatalf("read %d from 990: %d records, %d bytes; want more than the 10 small ones, at most %d bytes", k, len(res.Records), readBytes(res.Records), most)
+			}
+		}
+	})
+}
+
+// TestReadRunPastHighWatermark: a read from past the high watermark (a consumer left ahead of it by
+// a failover that lost records) looks up a run of points that knows nothing past the high watermark;
+// once large records fill those offsets, a read inside them is bounded.
+func TestReadRunPastHighWatermark(t *testing.T) {
+	s := openStore(t, backendOptions(t, "standalone"))
+	ctx := t.Context()
+	mustCreateTopic(t, s, "ahead", 1)
+	for range 10 {
+		appendOne(t, s, "ahead", 0, Record{Value: []byte("x")})
+	}
+	const maxBytes, largeSize = 64 << 10, 64 << 10
+	read := func(off, count int64) ReadResult {
+		t.Helper()
+		res := s.Read(ctx, []ReadRequest{{Topic: "ahead", Partition: 0, Offset: off, Count: count, MaxBytes: maxBytes}})[0]
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		return res
+	}
+	read(300, 10000)
+	for range 290 {
+		appendOne(t, s, "ahead", 0, Record{Value: bytes.Repeat([]byte{'L'}, largeSize)})
+	}
+	read(300, 0) // another reader's look at the offsets
+	most := readLimit(maxBytes) + bytesIndexStride + largeSize
+	if res := read(10, 10000); readBytes(res.Records) > most || len(res.Records) == 0 {
+		t.Fatalf("read from 10: %d records, %d bytes; want some, at most %d bytes", len(res.Records), readBytes(res.Records), most)
+	}
+}
+
+// TestReadBoundSlowRedis: with every command 50 ms late (a lookup and its read take longer than
+// tailFresh), reads of a backlog are not cut to unknownReadCount.
+func TestReadBoundSlowRedis(t *testing.T) {
+	srv := backendOptions(t, "standalone")
+	proxy := redistest.StartProxy(t, srv.Addrs[0])
+	s := openStore(t, Options{Addrs: []string{proxy.Addr()}})
+	mustCreateTopic(t, s, "slow", 1)
+	recs := make([]Record, 2000)
+	for i := range recs {
+		recs[i].Value = bytes.Repeat([]byte{'s'}, 100)
+	}
+	appendOne(t, s, "slow", 0, recs...)
+	proxy.Delay(50 * time.Millisecond)
+	defer proxy.Delay(0)
+	for off := int64(0); off < 2000; off += 500 {
+		res := s.Read(t.Context(), []ReadRequest{{Topic: "slow", Partition: 0, Offset: off, Count: 500, MaxBytes: 1 << 20}})[0]
+		if res.Err != nil || len(res.Records) != 500 || res.Cut {
+			t.Fatalf("read from %d through a slow Redis: %d records (cut %v), %v; want 500", off, len(res.Records), res.Cut, res.Err)
+		}
 	}
 }

@@ -491,7 +491,10 @@ type ReadResult struct {
 	Offsets
 	Records []Record
 	Err     error
-	short   *readPiece // a piece with a fixed end that came back short of it (see mergeParts)
+	// Cut says the read took fewer entries than Count, by its byte bound (MaxBytes): when it found
+	// all it took, more may be there.
+	Cut   bool
+	short *readPiece // a piece with a fixed end that came back short of it (see mergeParts)
 }
 
 // Read runs every request in one pipeline. A request outside [Start, End] gets no records (the caller
@@ -506,7 +509,10 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	out := make([]ReadResult, len(reqs))
-	reqs, fetches := s.planBounds(ctx, reqs)
+	reqs, fetches, cut := s.planBounds(ctx, reqs)
+	for i := range cut {
+		out[i].Cut = cut[i]
+	}
 	parts := splitReads(reqs, readSplitMin, readSplitMax)
 	if len(parts) == 1 {
 		s.readPieces(ctx, reqs, parts[0], true, fetches, out)

@@ -19,7 +19,8 @@ import (
 // the reply (commands applied, their answer lost). With a stall key, a connection
 // that sends a command naming that key forwards nothing more (a Redis Cluster master that holds the
 // key and stopped answering). Held (Hold), it forwards commands but keeps Redis's replies until
-// Release (commands applied, their answers late). It answers CLUSTER SLOTS itself, naming itself as
+// Release (commands applied, their answers late). Delayed (Delay), it passes each command on that much
+// later (a slow network or a busy Redis). It answers CLUSTER SLOTS itself, naming itself as
 // the master of every slot, so that a cluster client keeps going through it, and counts those
 // answers. Everything it started stops at cleanup.
 type Proxy struct {
@@ -31,6 +32,7 @@ type Proxy struct {
 	stalled  chan struct{} // closed at the first command held back for the stall key
 	stallOne sync.Once
 	dropNext atomic.Bool
+	delay    atomic.Int64 // ns each command waits before it is passed on
 
 	mu     sync.Mutex
 	gate   chan struct{} // nil: replies pass; otherwise closed by release
@@ -125,6 +127,9 @@ func (p *Proxy) Stall(key string) { p.stallKey.Store(key) }
 // Freeze partitions the proxy (frozen) or heals it.
 func (p *Proxy) Freeze(frozen bool) { p.frozen.Store(frozen) }
 
+// Delay makes each command wait d before it is passed on (0: none).
+func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
+
 // DropNextReply has the next reply from Redis, on whatever connection, lost with its connection.
 func (p *Proxy) DropNextReply() { p.dropNext.Store(true) }
 
@@ -197,6 +202,9 @@ func (p *Proxy) serve(c, up net.Conn) {
 		case key != "" && contains(args, key):
 			p.stallOne.Do(func() { close(p.stalled) })
 		default:
+			if d := p.delay.Load(); d > 0 {
+				time.Sleep(time.Duration(d))
+			}
 			if _, err := up.Write(raw); err != nil {
 				return
 			}
