@@ -104,8 +104,8 @@ type partPoints struct {
 }
 
 // pointFetch is a lookup of points from offset from on: with the point at or below it and the
-// partition's meta hash, before a read (reset: the run it starts replaces the oldest), or the points
-// past a run's end, in a read's pipeline.
+// partition's meta hash, before a read (reset: the run it starts replaces one covering from, else the
+// one used longest ago), or the points past a run's end, in a read's pipeline.
 type pointFetch struct {
 	req   int
 	from  int64
