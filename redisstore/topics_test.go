@@ -148,7 +148,7 @@ func TestDeleteTopic(t *testing.T) {
 		var partKeys []string
 		for p := int32(0); p < 2; p++ {
 			partKeys = append(partKeys, s.keys.stream("doomed", p), s.keys.meta("doomed", p),
-				s.keys.tindex("doomed", p), s.keys.producers("doomed", p))
+				s.keys.tindex("doomed", p), s.keys.producers("doomed", p), s.keys.bindex("doomed", p))
 			// Producer state as an older kgate kept it, outside the meta hash.
 			s.Client().HSet(ctx, s.keys.producers("doomed", p), "8", "0,2,0:2:0")
 		}
