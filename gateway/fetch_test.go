@@ -1223,14 +1223,9 @@ func TestFetchDuplicatePartitionReadOnce(t *testing.T) {
 	fetchOne(t, ctx, c, fetchRequest("dup", 0, 10, 1<<20, 1<<20)) // caught up at 10
 	appendValues(t, ctx, store, "dup", 0, 1, 1000)
 	xranges := func() int {
-		info := store.Client().Info(ctx, "commandstats").Val()
-		for _, line := range strings.Split(info, "\r\n") {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_xrange:calls="); ok {
-				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-				return n
-			}
-		}
-		return 0
+		calls, _, _ := strings.Cut(redisInfo(ctx, store, "commandstats", "cmdstat_xrange:calls="), ",")
+		n, _ := strconv.Atoi(calls)
+		return n
 	}
 	many := func(offsets ...int64) []kmsg.FetchResponseTopicPartition {
 		req := fetchRequest("dup", 0, offsets[0], 1<<20, 1<<20)
@@ -1318,14 +1313,11 @@ func TestFetchBoundedAfterSizingDrivenDown(t *testing.T) {
 	}
 	sent := func() int64 {
 		t.Helper()
-		for _, l := range strings.Split(store.Client().Info(ctx, "stats").Val(), "\r\n") {
-			if v, ok := strings.CutPrefix(l, "total_net_output_bytes:"); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				return n
-			}
+		n, err := strconv.ParseInt(redisInfo(ctx, store, "stats", "total_net_output_bytes:"), 10, 64)
+		if err != nil {
+			t.Fatal("no total_net_output_bytes in INFO stats")
 		}
-		t.Fatal("no total_net_output_bytes in INFO stats")
-		return 0
+		return n
 	}
 	before := sent()
 	sp := fetchOne(t, ctx, c, fetchRequest(name, 0, 2990, 1<<20, 50<<20))
@@ -1367,4 +1359,14 @@ func TestFetchCutReadReadsOn(t *testing.T) {
 	if n, took := countRecords(sp.RecordBatches), time.Since(began); sp.ErrorCode != 0 || n < 2 || took > time.Second {
 		t.Fatalf("fetch from 10 with min_bytes 256 KiB: error %d, %d records after %v; want more than one, at once", sp.ErrorCode, n, took)
 	}
+}
+
+// redisInfo is the rest of the line of INFO section that starts with prefix ("" when none does).
+func redisInfo(ctx context.Context, store *redisstore.Store, section, prefix string) string {
+	for _, line := range strings.Split(store.Client().Info(ctx, section).Val(), "\r\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			return rest
+		}
+	}
+	return ""
 }

@@ -339,10 +339,7 @@ func TestAdminResetRefusedWhenMemberJoined(t *testing.T) {
 	p.Hold() // the reset's reads of Redis wait
 	answered := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
-		w := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/joined/offsets", strings.NewReader(`{"topic":"rt","to":"latest"}`))
-		req.Header.Set("Content-Type", "application/json")
-		g.adminHandler().ServeHTTP(w, req)
+		w, _ := adminPost(g, "/api/v1/groups/joined/offsets", `{"topic":"rt","to":"latest"}`)
 		answered <- w
 	}()
 	time.Sleep(100 * time.Millisecond) // the reset has checked the group (Empty) and reads Redis
@@ -522,12 +519,7 @@ func TestAdminResetNotConfirmedWarns(t *testing.T) {
 	createTopic(t, store, "unconfirmed", 1)
 	appendValues(t, t.Context(), store, "unconfirmed", 0, 100, 10)
 	reset := func(body string) (int, map[string]any) {
-		req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/shifted/offsets", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		g.adminHandler().ServeHTTP(rec, req)
-		var out map[string]any
-		_ = json.Unmarshal(rec.Body.Bytes(), &out)
+		rec, out := adminPost(g, "/api/v1/groups/shifted/offsets", body)
 		return rec.Code, out
 	}
 	if code, out := reset(`{"topic":"unconfirmed","to":"offset","value":50}`); code != http.StatusOK || out["warning"] == nil {
@@ -562,12 +554,7 @@ func TestAdminResetStoredThenFailedWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, body := range []string{`{"topic":"stored","to":"offset","value":50}`, `{"topic":"stored","to":"shift","value":-10}`} {
-		req := httptest.NewRequest(http.MethodPost, "/api/v1/groups/half-done/offsets", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		g.adminHandler().ServeHTTP(rec, req)
-		var out map[string]any
-		_ = json.Unmarshal(rec.Body.Bytes(), &out)
+		rec, out := adminPost(g, "/api/v1/groups/half-done/offsets", body)
 		if rec.Code != http.StatusOK || out["warning"] == nil {
 			t.Fatalf("reset %s: %d %v, want 200 with a warning", body, rec.Code, out)
 		}
@@ -576,4 +563,15 @@ func TestAdminResetStoredThenFailedWarns(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Offset != 40 {
 		t.Fatalf("committed %+v (%v), want offset 40", got, err)
 	}
+}
+
+// adminPost posts body as JSON to the admin API's path, and returns the answer and its body decoded.
+func adminPost(g *Gateway, path, body string) (*httptest.ResponseRecorder, map[string]any) {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	g.adminHandler().ServeHTTP(rec, req)
+	var out map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &out)
+	return rec, out
 }

@@ -37,7 +37,7 @@ import (
 
 const (
 	// bytesIndexStride is the bytes between two points of the bytes index. A point costs the append
-	// that adds it a ZADD (5-8 us of Redis time), once per MiB of records.
+	// that adds it a ZADD, once per MiB of records.
 	bytesIndexStride = 1 << 20
 	// recordOverhead is what a record counts beyond its fields' names and values: its ID, timestamp
 	// and the reply's framing, about what an XRANGE reply spends on a record.
@@ -82,12 +82,11 @@ func recordBytes(r *Record) int64 {
 type bytePoint struct{ offset, bytes int64 }
 
 // pointWindow is a run of the index's points: every point with an offset from origin to hi is in pts,
-// and pts starts with the greatest point at or below origin, unless noBase: there is none, and the
-// offsets below pts[0] (all of them, when pts is empty) were stored before the index.
+// and pts starts with the greatest point at or below origin when there is one (else the offsets below
+// pts[0], all of them when pts is empty, were stored before the index).
 type pointWindow struct {
 	pts        []bytePoint
 	origin, hi int64
-	noBase     bool
 	used       int64 // partPoints.tick at the last read it bounded
 }
 
@@ -116,13 +115,20 @@ type pointFetch struct {
 	ahead *redis.ZSliceCmd
 }
 
-// readBounds caches partPoints by partition stream key.
-type readBounds struct {
-	mu sync.RWMutex
-	m  map[string]*partPoints
+// partRef names a partition.
+type partRef struct {
+	topic     string
+	partition int32
 }
 
-func (b *readBounds) get(key string) *partPoints {
+// readBounds caches partPoints by partition.
+type readBounds struct {
+	mu sync.RWMutex
+	m  map[partRef]*partPoints
+}
+
+func (b *readBounds) get(topic string, partition int32) *partPoints {
+	key := partRef{topic, partition}
 	b.mu.RLock()
 	pp := b.m[key]
 	b.mu.RUnlock()
@@ -132,7 +138,7 @@ func (b *readBounds) get(key string) *partPoints {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = map[string]*partPoints{}
+		b.m = map[partRef]*partPoints{}
 	}
 	if pp = b.m[key]; pp == nil {
 		pp = &partPoints{}
@@ -144,15 +150,11 @@ func (b *readBounds) get(key string) *partPoints {
 // ForgetReadBounds drops what the store knows of topic's bytes indexes: the topic was deleted or
 // created again, and its points are another partition's.
 func (s *Store) ForgetReadBounds(topic string) {
-	prefix := s.keys.stream(topic, 0)
-	prefix = prefix[:len(prefix)-len("0}")]
 	s.bounds.mu.Lock()
 	defer s.bounds.mu.Unlock()
 	for k := range s.bounds.m {
-		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
-			if _, err := strconv.Atoi(k[len(prefix) : len(k)-1]); err == nil {
-				delete(s.bounds.m, k)
-			}
+		if k.topic == topic {
+			delete(s.bounds.m, k)
 		}
 	}
 }
@@ -179,37 +181,37 @@ const (
 // run covers, and lists the fetches of points the reads after these need.
 func (s *Store) planBounds(ctx context.Context, reqs []ReadRequest) ([]ReadRequest, []pointFetch, []bool) {
 	var more, lookups []pointFetch
-	counts := make([]int64, 0, 8)
-	// Both passes judge freshness at the same time: a lookup slower than tailFresh leaves its
-	// partition read after the first pass's time, not stale.
+	counts := make([]int64, len(reqs))
+	// A request looked up is bounded again at the same time: a lookup slower than tailFresh leaves
+	// its partition read after that time, not stale.
 	now := time.Now()
-	for pass := 0; pass < 2; pass++ {
-		counts = counts[:0]
-		lookups = lookups[:0]
-		more = more[:0]
-		for i := range reqs {
-			r := &reqs[i]
-			count := r.count()
-			if r.MaxBytes <= 0 || count <= 0 {
-				counts = append(counts, -1)
-				continue
-			}
-			pp := s.bounds.get(s.keys.stream(r.Topic, r.Partition))
-			n, need, from := pp.bound(r.Offset, count, readLimit(r.MaxBytes), now)
-			switch {
-			case need == needLookup && pass == 0:
-				lookups = append(lookups, pointFetch{req: i, from: from, reset: true, pp: pp})
-			case need == needLookup:
-				n = min(count, unknownReadCount) // the lookup failed
-			case need == needMore:
-				more = append(more, pointFetch{req: i, from: from, pp: pp})
-			}
-			counts = append(counts, n)
+	bound := func(i int, looked bool) {
+		r := &reqs[i]
+		count := r.count()
+		if r.MaxBytes <= 0 || count <= 0 {
+			counts[i] = -1
+			return
 		}
-		if len(lookups) == 0 || pass == 1 {
-			break
+		pp := s.bounds.get(r.Topic, r.Partition)
+		n, need, from := pp.bound(r.Offset, count, readLimit(r.MaxBytes), now)
+		switch {
+		case need == needLookup && !looked:
+			lookups = append(lookups, pointFetch{req: i, from: from, reset: true, pp: pp})
+		case need == needLookup:
+			n = min(count, unknownReadCount) // the lookup failed
+		case need == needMore:
+			more = append(more, pointFetch{req: i, from: from, pp: pp})
 		}
+		counts[i] = n
+	}
+	for i := range reqs {
+		bound(i, false)
+	}
+	if len(lookups) > 0 {
 		s.lookUpPoints(ctx, reqs, lookups)
+		for _, f := range lookups {
+			bound(f.req, true)
+		}
 	}
 	var cut []bool
 	for i, n := range counts {
@@ -230,20 +232,17 @@ func (s *Store) lookUpPoints(ctx context.Context, reqs []ReadRequest, lookups []
 	for i := range lookups {
 		f := &lookups[i]
 		r := reqs[f.req]
-		f.meta = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start", "bytes")
+		f.meta = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), readMetaFields...)
 		f.queue(ctx, pipe, s.keys.bindex(r.Topic, r.Partition))
 	}
 	_, _ = pipe.Exec(ctx)
 	for i := range lookups {
 		f := &lookups[i]
 		v, err := f.meta.Result()
-		if err != nil || len(v) != 3 {
+		if err != nil {
 			continue
 		}
-		bytes, ok := v[2].(string)
-		next := parseOffsets(v).End
-		f.pp.observe(next, anyInt(bytes), ok, sent)
-		if ok {
+		if next, ok := f.pp.observeMeta(v, sent); ok {
 			f.store(next)
 		}
 	}
@@ -297,7 +296,7 @@ func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, bou
 	}
 	if i >= 2*pointsPerFetch {
 		w.pts = append([]bytePoint(nil), w.pts[i:]...)
-		w.origin, w.noBase, i = w.pts[0].offset, false, 0
+		w.origin, i = w.pts[0].offset, 0
 	}
 	within := func(end int64) int64 { return min(count, max(end-from, 1)) }
 	most := w.pts[i].bytes + limit
@@ -324,6 +323,22 @@ func (pp *partPoints) bound(from, count, limit int64, now time.Time) (int64, bou
 // size.
 func interpolate(p, q bytePoint, o int64) int64 {
 	return p.bytes + int64(float64(o-p.offset)*float64(q.bytes-p.bytes)/float64(q.offset-p.offset))
+}
+
+// readMetaFields are the fields of a partition's meta hash a read gets: its offsets (parseOffsets) and
+// its total bytes (observeMeta).
+var readMetaFields = []string{"next", "start", "bytes"}
+
+// observeMeta records what a read sent at sent found in the partition's meta hash (readMetaFields),
+// and returns its high watermark and whether the partition is counted.
+func (pp *partPoints) observeMeta(v []any, sent time.Time) (next int64, counted bool) {
+	if len(v) != len(readMetaFields) {
+		return 0, false
+	}
+	bytes, counted := v[2].(string)
+	next = parseOffsets(v).End
+	pp.observe(next, anyInt(bytes), counted, sent)
+	return next, counted
 }
 
 // observe records the meta hash a read sent at sent found: high watermark next, and the partition's
@@ -389,10 +404,9 @@ func (f *pointFetch) store(next int64) {
 		return
 	}
 	w := &pointWindow{hi: hi, used: pp.tick}
+	w.pts = ahead
 	if base := points(f.base.Val()); len(base) == 1 {
 		w.pts, w.origin = append(base, ahead...), base[0].offset
-	} else {
-		w.pts, w.noBase = ahead, true
 	}
 	// It replaces a run covering its offset (the same reader's, gone stale), else the one used
 	// longest ago once there are pointWindows.

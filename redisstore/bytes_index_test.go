@@ -18,19 +18,15 @@ func TestReadBoundedByBytes(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "mixed", 1)
-		small := make([]Record, 2000)
-		var total int64
-		for i := range small {
-			small[i].Value = bytes.Repeat([]byte{'s'}, 100)
-			total += recordBytes(&small[i])
-		}
+		small := valued(2000, 100)
+		total := readBytes(small)
 		appendOne(t, s, "mixed", 0, small[:1000]...)
 		appendOne(t, s, "mixed", 0, small[1000:]...)
 		const large, largeSize = 64, 256 << 10
 		for range large {
-			r := Record{Value: bytes.Repeat([]byte{'L'}, largeSize)}
-			total += recordBytes(&r)
-			appendOne(t, s, "mixed", 0, r)
+			r := valued(1, largeSize)
+			total += readBytes(r)
+			appendOne(t, s, "mixed", 0, r...)
 		}
 		meta, err := s.Client().HGet(ctx, s.keys.meta("mixed", 0), "bytes").Int64()
 		if err != nil || meta != total {
@@ -57,10 +53,7 @@ func TestReadBoundedByBytes(t *testing.T) {
 		// The first read looks the points up, and takes no more than the later ones.
 		for k := range 3 {
 			res := read(1990, 1<<20)
-			got := int64(0)
-			for i := range res.Records {
-				got += recordBytes(&res.Records[i])
-			}
+			got := readBytes(res.Records)
 			if len(res.Records) == 0 || res.Records[0].Offset != 1990 {
 				t.Fatalf("bounded read %d from 1990 found %d records", k, len(res.Records))
 			}
@@ -143,7 +136,7 @@ func TestPartPointsBound(t *testing.T) {
 	check("past the tail, read long ago", stale, 2000, unknownReadCount, needNothing)
 	check("no run for the offset", fresh(), 500, -1, needLookup)
 	noBase := fresh()
-	noBase.wins[0].origin, noBase.wins[0].noBase = 0, true
+	noBase.wins[0].origin = 0 // no point at or below it
 	// Below the index's first point (1000): those entries as count says, and 3 MiB from the point on.
 	check("below the index's first point", noBase, 500, 1300-500, needNothing)
 
@@ -189,14 +182,14 @@ func TestPartPointsBound(t *testing.T) {
 }
 
 func TestForgetReadBounds(t *testing.T) {
-	s := &Store{keys: keys{ns: "kg"}}
+	s := &Store{}
 	for _, topic := range []string{"a", "a:1", "b"} {
 		for p := range int32(3) {
-			s.bounds.get(s.keys.stream(topic, p))
+			s.bounds.get(topic, p)
 		}
 	}
 	s.ForgetReadBounds("a")
-	var left []string
+	var left []partRef
 	for k := range s.bounds.m {
 		left = append(left, k)
 	}
@@ -204,10 +197,19 @@ func TestForgetReadBounds(t *testing.T) {
 		t.Fatalf("after forgetting a: %v", left)
 	}
 	for _, k := range left {
-		if k == s.keys.stream("a", 0) || k == s.keys.stream("a", 2) {
+		if k.topic == "a" {
 			t.Fatalf("after forgetting a: %v", left)
 		}
 	}
+}
+
+// valued is n records whose values are size bytes each.
+func valued(n, size int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i].Value = bytes.Repeat([]byte{'v'}, size)
+	}
+	return recs
 }
 
 // readBytes is what records count in the bytes index.
@@ -242,7 +244,7 @@ func TestReadBoundAtFirstAppend(t *testing.T) {
 		}
 		read(0)
 		for range 64 {
-			appendOne(t, s, "fresh", 0, Record{Value: bytes.Repeat([]byte{'L'}, largeSize)})
+			appendOne(t, s, "fresh", 0, valued(1, largeSize)...)
 		}
 		if pts := indexPoints(t, s, "fresh", 0); pts[0] != (bytePoint{0, 0}) || len(pts) != 17 {
 			t.Fatalf("bytes index %v, want (0, 0) and a point per MiB", pts)
@@ -262,10 +264,7 @@ func TestReadBoundAtFirstAppend(t *testing.T) {
 func TestReadsInsideLargeBatch(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		mustCreateTopic(t, s, "big", 1)
-		recs := make([]Record, 8000)
-		for i := range recs {
-			recs[i].Value = bytes.Repeat([]byte{'v'}, 1024)
-		}
+		recs := valued(8000, 1024)
 		appendOne(t, s, "big", 0, recs...)
 		off := int64(0)
 		for k := range 6 {
@@ -284,10 +283,7 @@ func TestReadsInsideLargeBatch(t *testing.T) {
 func TestReadTailPolledSlowly(t *testing.T) {
 	s := openStore(t, backendOptions(t, "standalone"))
 	mustCreateTopic(t, s, "tail", 1)
-	recs := make([]Record, 500)
-	for i := range recs {
-		recs[i].Value = bytes.Repeat([]byte{'t'}, 1024)
-	}
+	recs := valued(500, 1024)
 	pos := int64(0)
 	for round := range 4 {
 		appendOne(t, s, "tail", 0, recs...)
@@ -314,10 +310,7 @@ func TestReadAcrossIndexStart(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		mustCreateTopic(t, s, "upgraded", 1)
-		small := make([]Record, 1000)
-		for i := range small {
-			small[i].Value = bytes.Repeat([]byte{'s'}, 100)
-		}
+		small := valued(1000, 100)
 		appendOne(t, s, "upgraded", 0, small...)
 		// As an earlier kgate left it.
 		if err := s.Client().HDel(ctx, s.keys.meta("upgraded", 0), "bytes").Err(); err != nil {
@@ -339,7 +332,7 @@ func TestReadAcrossIndexStart(t *testing.T) {
 			t.Fatalf("read of the uncounted partition: %d records, want its last 10", len(res.Records))
 		}
 		for range 100 {
-			appendOne(t, s, "upgraded", 0, Record{Value: bytes.Repeat([]byte{'L'}, largeSize)})
+			appendOne(t, s, "upgraded", 0, valued(1, largeSize)...)
 		}
 		if pts := indexPoints(t, s, "upgraded", 0); pts[0] != (bytePoint{1000, 0}) {
 			t.Fatalf("bytes index %v, want it to start at (1000, 0)", pts)
@@ -375,7 +368,7 @@ func TestReadRunPastHighWatermark(t *testing.T) {
 	}
 	read(300, 10000)
 	for range 290 {
-		appendOne(t, s, "ahead", 0, Record{Value: bytes.Repeat([]byte{'L'}, largeSize)})
+		appendOne(t, s, "ahead", 0, valued(1, largeSize)...)
 	}
 	read(300, 0) // another reader's look at the offsets
 	most := readLimit(maxBytes) + bytesIndexStride + largeSize
@@ -391,10 +384,7 @@ func TestReadBoundSlowRedis(t *testing.T) {
 	proxy := redistest.StartProxy(t, srv.Addrs[0])
 	s := openStore(t, Options{Addrs: []string{proxy.Addr()}})
 	mustCreateTopic(t, s, "slow", 1)
-	recs := make([]Record, 2000)
-	for i := range recs {
-		recs[i].Value = bytes.Repeat([]byte{'s'}, 100)
-	}
+	recs := valued(2000, 100)
 	appendOne(t, s, "slow", 0, recs...)
 	proxy.Delay(50 * time.Millisecond)
 	defer proxy.Delay(0)

@@ -651,7 +651,7 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 	if metas {
 		mcmds = make([]*redis.SliceCmd, len(reqs))
 		for i, r := range reqs {
-			mcmds[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), "next", "start", "bytes")
+			mcmds[i] = pipe.HMGet(ctx, s.keys.meta(r.Topic, r.Partition), readMetaFields...)
 		}
 		for i := range fetches {
 			f := &fetches[i]
@@ -681,9 +681,8 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 			continue
 		}
 		out[i].Offsets, out[i].Err = readOffsets(reqs[i], c.Val())
-		if v := c.Val(); out[i].Err == nil && reqs[i].MaxBytes > 0 && len(v) == 3 {
-			bytes, ok := v[2].(string)
-			s.bounds.get(s.keys.stream(reqs[i].Topic, reqs[i].Partition)).observe(out[i].End, anyInt(bytes), ok, sent)
+		if out[i].Err == nil && reqs[i].MaxBytes > 0 {
+			s.bounds.get(reqs[i].Topic, reqs[i].Partition).observeMeta(c.Val(), sent)
 		}
 	}
 	for i := range fetches {
