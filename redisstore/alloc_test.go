@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"unsafe"
@@ -56,9 +57,14 @@ func TestArgSlabsSizedExactlyForRuns(t *testing.T) {
 // checkArgSlabs builds b's arguments both ways and fails t if a slab grew.
 func checkArgSlabs(t *testing.T, s *Store, b *Batch) {
 	t.Helper()
-	xadds, eval := s.multiArgs(b, s.partKeys(b))
-	if len(eval) != cap(eval) {
-		t.Errorf("multiArgs: EVAL has %d args in a slab of %d: the slab was sized wrong", len(eval), cap(eval))
+	keys := s.partKeys(b)
+	sc := new(appendScratch)
+	xadds, eval := s.multiArgs(b, keys, sc)
+	nstrs, nints, nargs := b.multiArgCounts(len(keys), b.timeCandidates())
+	// Strings may be sized a few over (a header without a value takes none).
+	if len(sc.args.ints) != nints || len(sc.args.args) != nargs || len(sc.args.strs) > nstrs {
+		t.Errorf("multiArgs built %d integers, %d arguments and %d strings, sized for %d, %d and %d",
+			len(sc.args.ints), len(sc.args.args), len(sc.args.strs), nints, nargs, nstrs)
 	}
 	// One slab: the XADDs and the EVAL follow each other in it.
 	at := unsafe.Pointer(unsafe.SliceData(xadds[0]))
@@ -127,4 +133,50 @@ func TestParseEntriesAllocations(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A scratch reused for a smaller batch builds the same commands as a fresh one, and a reset one holds
+// no pointer into the records it was built for.
+func TestAppendScratchReused(t *testing.T) {
+	s := &Store{keys: keys{ns: "kgate"}}
+	big, small := benchBatch(8000, 2), benchBatch(10, 1)
+	small.Topic, small.Records[3].Key = "other", []byte("another key")
+	render := func(xadds [][]any, eval []any) string {
+		var out []byte
+		for _, args := range append(xadds, eval) {
+			for _, a := range args {
+				out = fmt.Appendf(out, "%v ", deref(a))
+			}
+			out = append(out, '\n')
+		}
+		return string(out)
+	}
+	want := render(s.multiArgs(small, s.partKeys(small), new(appendScratch)))
+	sc := new(appendScratch)
+	s.multiArgs(big, s.partKeys(big), sc)
+	sc.queueXADDs(context.Background(), sc.xadds)
+	sc.reset()
+	for i, a := range sc.args.args[:cap(sc.args.args)] {
+		if a != nil {
+			t.Fatalf("reset scratch: argument %d still set", i)
+		}
+	}
+	for i, x := range sc.xadds[:cap(sc.xadds)] {
+		if x != nil {
+			t.Fatalf("reset scratch: XADD %d still set", i)
+		}
+	}
+	if got := render(s.multiArgs(small, s.partKeys(small), sc)); got != want {
+		t.Errorf("reused scratch built\n%s\nwant\n%s", got, want)
+	}
+}
+
+func deref(a any) any {
+	switch v := a.(type) {
+	case *string:
+		return *v
+	case *int64:
+		return *v
+	}
+	return a
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -120,24 +120,16 @@ var (
 	cmdEXEC  = "EXEC"
 )
 
-// multiArgs builds one batch's commands: an XADD argument list per record and the FCALL (or EVAL)
-// arguments.
-// Every argument is a pointer into slabs sized up front.
-func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
-	nstrs, nints, nargs := 0, 4+1, 0
-	cands := b.timeCandidates()
-	for i := range b.Records {
-		r := &b.Records[i]
-		fc := fieldCount(r)
-		nstrs += fc + len(r.Headers)
-		nints++
-		nargs += 5 + 2*fc
-	}
-	subs := max(len(b.runOf), 1)
-	nints += 2*cands + 1 + subs + 2
-	nargs += 3 + len(keys) + 5 + 2*cands + 1 + subs + 2 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known, bytes
-	a := argBuilder{strs: make([]string, 0, nstrs+len(keys)), ints: make([]int64, 0, nints), args: make([]any, 0, nargs)}
-	xadds = make([][]any, len(b.Records))
+// multiArgs builds one batch's commands in sc: an XADD argument list per record and the FCALL (or
+// EVAL) arguments. Every argument is a pointer into sc's slabs, grown up front for the batch.
+func (s *Store) multiArgs(b *Batch, keys []string, sc *appendScratch) (xadds [][]any, eval []any) {
+	cands, subs := b.timeCandidates(), max(len(b.runOf), 1)
+	a := &sc.args
+	a.grow(b.multiArgCounts(len(keys), cands))
+	sc.xadds = slices.Grow(sc.xadds, len(b.Records))
+	xadds = sc.xadds[len(sc.xadds) : len(sc.xadds)+len(b.Records)]
+	sc.xadds = sc.xadds[:len(sc.xadds)+len(b.Records)]
+	keyAt := len(a.strs)
 	a.strs = append(a.strs, keys...)
 	var names headerNames
 	bytes := int64(0)
@@ -146,7 +138,7 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 		bytes += recordBytes(r)
 		from := len(a.args)
 		a.addConst(&cmdXADD)
-		a.args = append(a.args, &a.strs[0])
+		a.args = append(a.args, &a.strs[keyAt])
 		a.addConst(&autoID)
 		a.addConst(&fieldTS)
 		a.addInt(b.recordTS(r))
@@ -163,7 +155,7 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	}
 	a.args = append(a.args, &numKeys)
 	for i := range keys {
-		a.args = append(a.args, &a.strs[i])
+		a.args = append(a.args, &a.strs[keyAt+i])
 	}
 	a.addInt(b.ProducerID)
 	a.addInt(int64(b.ProducerEpoch))
@@ -185,6 +177,23 @@ func (s *Store) multiArgs(b *Batch, keys []string) (xadds [][]any, eval []any) {
 	}
 	a.addInt(bytes)
 	return xadds, a.args[from:]
+}
+
+// multiArgCounts is the strings, integers and arguments multiArgs builds for b with nkeys keys and
+// cands time-index candidates (timeCandidates).
+func (b *Batch) multiArgCounts(nkeys, cands int) (nstrs, nints, nargs int) {
+	nstrs, nints = nkeys, 4+1
+	for i := range b.Records {
+		r := &b.Records[i]
+		fc := fieldCount(r)
+		nstrs += fc + len(r.Headers)
+		nints++
+		nargs += 5 + 2*fc
+	}
+	subs := max(len(b.runOf), 1)
+	nints += 2*cands + 1 + subs + 2
+	nargs += 3 + nkeys + 5 + 2*cands + 1 + subs + 2 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known, bytes
+	return nstrs, nints, nargs
 }
 
 // pipeliner is a client or one pinned connection.
@@ -428,19 +437,21 @@ func needRepair(batches []*Batch, out []AppendResult) []int {
 
 // appendMultiOnce is appendMulti without the repair of a missing function library.
 func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
+	sc := getAppendScratch()
+	defer sc.release()
 	pipe := c.Pipeline()
 	execs := make([]*redis.RawCmd, len(batches))
 	finishes := make([]*redis.Cmd, len(batches))
 	for i, b := range batches {
-		xadds, eval := s.multiArgs(b, s.partKeys(b))
-		pipe.Do(ctx, &cmdMULTI)
-		for _, args := range xadds {
-			_ = pipe.Process(ctx, redis.NewRawWriteToCmd(ctx, io.Discard, args...)) // "+QUEUED" (raw_reply.go)
-		}
-		finishes[i] = pipe.Do(ctx, eval...)
+		xadds, eval := s.multiArgs(b, s.partKeys(b), sc)
+		sc.queue(redis.NewCmd(ctx, &cmdMULTI))
+		sc.queueXADDs(ctx, xadds) // "+QUEUED" (raw_reply.go)
+		finishes[i] = redis.NewCmd(ctx, eval...)
+		sc.queue(finishes[i])
 		execs[i] = redis.NewRawCmd(ctx, &cmdEXEC)
-		_ = pipe.Process(ctx, execs[i])
+		sc.queue(execs[i])
 	}
+	_ = pipe.BatchProcess(ctx, sc.cmders...)
 	start := time.Now()
 	cmds, err := pipe.Exec(ctx)
 	s.observeNodePipeline(start, err, cmds) // on a cluster, c is a node client (or a pinned connection)
