@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/protocol"
+	"github.com/kgate/kgate/redisstore"
 )
 
 // A request's batches decompress to at most the largest frame accepted in all: three zstd batches of
@@ -76,5 +77,38 @@ func TestRepeatsPartitionNoAllocation(t *testing.T) {
 	req.Topics[1].Partitions[5].Partition = 3
 	if got := supersededEntries(req); got == nil || !got[1][5] || got[1][60] {
 		t.Fatalf("superseded entries %v, want topic b's first entry for partition 3 (its 6th), not its last", got)
+	}
+}
+
+// Record slabs recycled between produce requests carry nothing over: a batch of a few records without
+// headers, decoded after batches of many with headers (whose records went back for reuse), holds
+// exactly its own.
+func TestProduceRecordsRecycled(t *testing.T) {
+	g := &Gateway{}
+	decode := func(raw []byte) *redisstore.Batch {
+		t.Helper()
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = raw
+		b, _, code := g.decodeProduceBatch("t", &rp, redisstore.Topic{}, 0, 1<<30)
+		if code != 0 {
+			t.Fatalf("error code %d", code)
+		}
+		return b
+	}
+	big, small := benchProduceBatch(300, 10, 2), benchProduceBatch(3, 10, 0)
+	want := benchStoredRecords(3, 10, 0)
+	for range 20 { // sync.Pool keeps most, not all, of what it is handed
+		recycleRecords([]*redisstore.Batch{decode(big)})
+		got := decode(small)
+		if len(got.Records) != len(want) {
+			t.Fatalf("%d records, want %d", len(got.Records), len(want))
+		}
+		for i, r := range got.Records {
+			w := want[i]
+			if r.Offset != 0 || r.Timestamp != 1_700_000_000_000 || string(r.Key) != string(w.Key) || len(r.Value) != 10 || r.Headers != nil {
+				t.Fatalf("record %d: %+v", i, r)
+			}
+		}
+		recycleRecords([]*redisstore.Batch{got})
 	}
 }

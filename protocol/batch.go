@@ -119,6 +119,15 @@ func (b *Batch) TimestampType() int8 {
 // buffer; header keys are copied. Kafka accepts one batch per partition in
 // a Produce request; enforcing that is the caller's business.
 func DecodeBatches(data []byte, maxDecompressed int) ([]Batch, error) {
+	return DecodeBatchesInto(data, maxDecompressed, nil)
+}
+
+// DecodeBatchesInto is DecodeBatches with the records decoded into slab's
+// capacity while it has room (what it held is overwritten), so a caller that
+// recycles its slabs allocates no records per request. The batches' records
+// alias slab until the caller reuses it.
+func DecodeBatchesInto(data []byte, maxDecompressed int, slab []Record) ([]Batch, error) {
+	slab = slab[:0]
 	if maxDecompressed <= 0 {
 		maxDecompressed = DefaultMaxFrameBytes
 	}
@@ -139,7 +148,7 @@ func DecodeBatches(data []byte, maxDecompressed int) ([]Batch, error) {
 		if batches == nil {
 			batches = make([]Batch, 0, 1) // Produce sends one batch per partition
 		}
-		b, err := decodeBatch(data[:end], left)
+		b, err := decodeBatch(data[:end], left, &slab)
 		if err != nil {
 			return nil, err
 		}
@@ -150,8 +159,9 @@ func DecodeBatches(data []byte, maxDecompressed int) ([]Batch, error) {
 	return batches, nil
 }
 
-// decodeBatch decodes one whole batch; raw's length is already checked.
-func decodeBatch(raw []byte, maxDecompressed int) (Batch, error) {
+// decodeBatch decodes one whole batch, its records into *slab's capacity if it
+// has room for them (appended); raw's length is already checked.
+func decodeBatch(raw []byte, maxDecompressed int, slab *[]Record) (Batch, error) {
 	var rb kmsg.RecordBatch
 	if err := rb.ReadFrom(raw); err != nil {
 		return Batch{}, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
@@ -192,7 +202,13 @@ func decodeBatch(raw []byte, maxDecompressed int) (Batch, error) {
 		}
 		return b, nil
 	}
-	b.Records = make([]Record, b.NumRecords)
+	if n, have := int(b.NumRecords), len(*slab); cap(*slab)-have >= n {
+		b.Records = (*slab)[have : have+n : have+n]
+		clear(b.Records)
+		*slab = (*slab)[:have+n]
+	} else {
+		b.Records = make([]Record, n)
+	}
 	var (
 		headers     []Header // shared by the batch's records
 		prevHeaders []Header

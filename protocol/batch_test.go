@@ -461,3 +461,38 @@ func TestDecodeBatchesLimitShared(t *testing.T) {
 		t.Fatalf("2 MiB limit: %d batches, err %v", len(got), err)
 	}
 }
+
+// A recycled slab takes the records while it has room, left over from an earlier decode (headers
+// included) or not; records that do not fit get their own.
+func TestDecodeBatchesIntoSlab(t *testing.T) {
+	slab := make([]Record, 0, 40)
+	first, err := DecodeBatchesInto(mustCompressed(t, testBatch(40, 10), CodecNone), 0, slab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &first[0].Records[0] != &slab[:1][0] {
+		t.Fatal("40 records were not decoded into a slab of 40")
+	}
+	var raw []byte
+	want := []Batch{nullEmptyBatch(), testBatch(3, 5)}
+	raw = mustCompressedAppend(t, raw, want[0], CodecNone)
+	raw = mustCompressedAppend(t, raw, want[1], CodecNone)
+	got, err := DecodeBatchesInto(raw, 0, slab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		equalBatch(t, got[i], want[i])
+	}
+	if &got[1].Records[0] != &slab[:6][5] {
+		t.Error("the second batch's records were not decoded after the first's in the slab")
+	}
+	got, err = DecodeBatchesInto(mustCompressed(t, testBatch(41, 1), CodecNone), 0, slab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalBatch(t, got[0], testBatch(41, 1))
+	if &got[0].Records[0] == &slab[:1][0] {
+		t.Error("41 records were decoded into a slab of 40")
+	}
+}

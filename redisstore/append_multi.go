@@ -213,6 +213,7 @@ const (
 // (mergeRuns) are, and each master's share is written by appendMultiSplit.
 func (s *Store) appendRuns(ctx context.Context, batches []*Batch, out []AppendResult) {
 	runs, at := mergeRuns(batches)
+	defer recycleRuns(runs)
 	res := make([]AppendResult, len(runs))
 	s.appendByNode(ctx, runs, res)
 	var again []int // batches of refused runs
@@ -281,13 +282,14 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 	type partState struct {
 		last    *Batch
 		chained bool
+		records int // in all the partition's batches
 		at      int // index in out of the partition's batch or run (second pass)
 	}
 	parts := make(map[partID]partState, len(batches))
 	for _, b := range batches {
 		id := partID{b.Topic, b.Partition}
 		p, seen := parts[id]
-		parts[id] = partState{last: b, chained: !seen || p.chained && continues(p.last, b), at: -1}
+		parts[id] = partState{last: b, chained: !seen || p.chained && continues(p.last, b), records: p.records + len(b.Records), at: -1}
 	}
 	at := make([]runAt, len(batches))
 	out := make([]*Batch, 0, len(batches))
@@ -307,7 +309,7 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 			r = &Batch{Topic: first.Topic, Partition: first.Partition, ProducerID: first.ProducerID,
 				ProducerEpoch: first.ProducerEpoch, BaseSequence: first.BaseSequence,
 				LogAppendTime: first.LogAppendTime, KnownPartition: first.KnownPartition, runOf: []*Batch{first}}
-			r.Records = append(make([]Record, 0, len(first.Records)+len(b.Records)), first.Records...)
+			r.Records = append(runRecords(p.records), first.Records...)
 			out[p.at] = r
 		}
 		at[i] = runAt{run: p.at, skip: int64(len(r.Records))}
@@ -315,6 +317,33 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 		r.runOf = append(r.runOf, b)
 	}
 	return out, at
+}
+
+// Runs' records are recycled between appends (allocated afresh, they were the largest share of what a
+// connection's queued produce requests allocated in the store).
+var runRecordSlabs sync.Pool // *[]Record
+
+// maxRecycledRun bounds the slabs kept for reuse.
+const maxRecycledRun = 1 << 16
+
+// runRecords returns an empty slab with room for n records.
+func runRecords(n int) []Record {
+	if p, ok := runRecordSlabs.Get().(*[]Record); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]Record, 0, n)
+}
+
+// recycleRuns hands back the records of the runs among batches, cleared: they point into requests.
+func recycleRuns(batches []*Batch) {
+	for _, b := range batches {
+		if b.runOf != nil && cap(b.Records) <= maxRecycledRun {
+			recs := b.Records[:cap(b.Records)]
+			clear(recs)
+			b.Records = nil
+			runRecordSlabs.Put(&recs)
+		}
+	}
 }
 
 // continues reports whether b can join the batch or run r of its partition: both not idempotent, or
