@@ -281,10 +281,14 @@ const maxRecordHeaders = 1000
 // them into at most budget bytes, and returns the bytes decompression took.
 func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64, budget int) (*redisstore.Batch, int, int16) {
 	wire := wireRecordSlabs.Get().(*[]protocol.Record)
-	defer putWireRecords(wire)
+	used := cap(*wire) // cleared in full unless the decode shows what it took
+	defer func() { putWireRecords(wire, used) }()
 	decoded, err := protocol.DecodeBatchesInto(rp.Records, max(budget, 1), *wire) // 0 would mean its default
-	if len(decoded) > 0 && cap(decoded[0].Records) > cap(*wire) {
-		*wire = decoded[0].Records[:0] // the slab had no room: the records' own is kept instead
+	if len(decoded) == 1 {
+		if recs := decoded[0].Records; cap(recs) > cap(*wire) {
+			*wire = recs[:0] // the slab had no room: the records' own is kept instead
+		}
+		used = len(decoded[0].Records)
 	}
 	switch {
 	case errors.Is(err, protocol.ErrUnsupportedMagic):
@@ -362,12 +366,13 @@ var (
 // not pin its memory.
 const maxRecycledRecords = 1 << 16
 
-// putWireRecords hands back a slab of wire records, cleared: they point into a request's frame.
-func putWireRecords(p *[]protocol.Record) {
+// putWireRecords hands back a slab of wire records whose first used held records, cleared: they
+// point into a request's frame. (The rest is clear already: slabs go back cleared.)
+func putWireRecords(p *[]protocol.Record, used int) {
 	if cap(*p) > maxRecycledRecords {
 		return
 	}
-	clear((*p)[:cap(*p)])
+	clear((*p)[:used])
 	*p = (*p)[:0]
 	wireRecordSlabs.Put(p)
 }
@@ -381,12 +386,12 @@ func recycledRecords(n int) []redisstore.Record {
 }
 
 // recycleRecords hands back the store records of batches no longer used, cleared: they point into
-// requests' frames.
+// requests' frames. (Past their length a slab is clear already: slabs go back cleared.)
 func recycleRecords(batches []*redisstore.Batch) {
 	for _, b := range batches {
 		if c := cap(b.Records); c > 0 && c <= maxRecycledRecords {
+			clear(b.Records)
 			recs := b.Records[:c]
-			clear(recs)
 			b.Records = nil
 			storeRecordSlabs.Put(&recs)
 		}

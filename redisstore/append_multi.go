@@ -338,8 +338,8 @@ func runRecords(n int) []Record {
 func recycleRuns(batches []*Batch) {
 	for _, b := range batches {
 		if b.runOf != nil && cap(b.Records) <= maxRecycledRun {
+			clear(b.Records) // past its length a slab is clear already: slabs go back cleared
 			recs := b.Records[:cap(b.Records)]
-			clear(recs)
 			b.Records = nil
 			runRecordSlabs.Put(&recs)
 		}
