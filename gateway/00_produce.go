@@ -364,7 +364,7 @@ var (
 
 // maxRecycledRecords bounds the slabs kept for reuse: a one-off request far larger than usual does
 // not pin its memory.
-const maxRecycledRecords = 1 << 16
+const maxRecycledRecords = 1 << 14 // 1.4 MB of store records
 
 // putWireRecords hands back a slab of wire records whose first used held records, cleared: they
 // point into a request's frame. (The rest is clear already: slabs go back cleared.)

@@ -324,7 +324,7 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 var runRecordSlabs sync.Pool // *[]Record
 
 // maxRecycledRun bounds the slabs kept for reuse.
-const maxRecycledRun = 1 << 16
+const maxRecycledRun = 1 << 14
 
 // runRecords returns an empty slab with room for n records.
 func runRecords(n int) []Record {
@@ -368,12 +368,14 @@ func continues(r, b *Batch) bool {
 func (s *Store) appendMultiSplit(ctx context.Context, c *redis.Client, batches []*Batch, out []AppendResult) {
 	cuts := splitBatches(batches, appendSplitMin, appendSplitMax)
 	var wg sync.WaitGroup
+	// Deferred: a panic in the first pipeline (recovered further up) must not unwind into the callers'
+	// recycling of these batches' memory while the other pipelines still use it.
+	defer wg.Wait()
 	for i := len(cuts) - 2; i > 0; i-- {
 		from, to := cuts[i], cuts[i+1]
 		wg.Go(func() { s.appendMulti(ctx, c, batches[from:to], out[from:to]) })
 	}
 	s.appendMulti(ctx, c, batches[:cuts[1]], out[:cuts[1]])
-	wg.Wait()
 }
 
 // splitBatches returns the bounds (0, ..., len(batches)) of up to maxParts runs of batches with about

@@ -23,7 +23,7 @@ type appendScratch struct {
 
 // maxScratchArgs bounds the scratch kept for reuse: a one-off request far larger than usual does not
 // pin its memory.
-const maxScratchArgs = 1 << 20
+const maxScratchArgs = 1 << 18 // about 20,000 records: a few megabytes
 
 var appendScratches = sync.Pool{New: func() any { return new(appendScratch) }}
 

@@ -1,9 +1,14 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMergeRuns(t *testing.T) {
@@ -135,4 +140,58 @@ func TestAppendRuns(t *testing.T) {
 		}
 		checkDense(t, s, "runs", 1, 15)
 	})
+}
+
+// pipelineHook runs fn around every pipeline of the client it is added to.
+type pipelineHook func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error
+
+func (h pipelineHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h pipelineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { return h(ctx, cmds, next) }
+}
+
+// A panic in an append's first pipeline (the gateway recovers it and serves on) unwinds only once the
+// request's other pipelines are done: the runs' records go back for reuse on the way out, and the
+// other pipelines still read them.
+func TestAppendPanicWaitsForOtherPipelines(t *testing.T) {
+	s := openStore(t, backendOptions(t, "standalone"))
+	if !s.autoSeq.Load() {
+		t.Skip("needs Redis 7+")
+	}
+	mustCreateTopic(t, s, "panics", 2)
+	var batches []*Batch
+	for round := range 2 { // two batches per partition: two runs of 200 records, one per pipeline
+		for p := range int32(2) {
+			batches = append(batches, &Batch{Topic: "panics", Partition: p, ProducerID: 7, ProducerEpoch: 1,
+				BaseSequence: int32(round * 100), Records: plain("x", 100)})
+		}
+	}
+	first := s.keys.stream("panics", 0) // the first pipeline runs on Append's own goroutine
+	var otherDone atomic.Bool
+	otherRan := make(chan struct{})
+	s.Client().AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		if len(cmds) > 1 && len(cmds[1].Args()) > 1 {
+			if key, ok := cmds[1].Args()[1].(*string); ok && *key == first {
+				<-otherRan
+				panic("a panic in the first pipeline")
+			}
+		}
+		err := next(ctx, cmds)
+		close(otherRan)
+		time.Sleep(200 * time.Millisecond)
+		otherDone.Store(true)
+		return err
+	}))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Append did not panic")
+			}
+		}()
+		s.Append(t.Context(), batches)
+	}()
+	if !otherDone.Load() {
+		t.Fatal("Append unwound its panic while its other pipeline was still running")
+	}
 }
