@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -1369,4 +1371,42 @@ func redisInfo(ctx context.Context, store *redisstore.Store, section, prefix str
 		}
 	}
 	return ""
+}
+
+// panicOnRange is a client hook that panics on a pipeline reading a range of entries.
+type panicOnRange struct{}
+
+func (panicOnRange) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (panicOnRange) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (panicOnRange) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "xrange" {
+				panic("a panic reading a range")
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A panic in a read-ahead's read, on a goroutine of its own, fails that read (a retriable error for the
+// fetch that takes it) instead of ending the process.
+func TestReadAheadPanicFailsRead(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	createTopic(t, store, "ahead-panics", 1)
+	if r := store.Append(ctx, []*redisstore.Batch{{Topic: "ahead-panics", ProducerID: -1, Records: storeRecords(0, 1, 2)}})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	store.Client().AddHook(panicOnRange{})
+	c := &conn{g: g, log: zerolog.Nop()}
+	ra := c.newReadAhead([]redisstore.ReadRequest{{Topic: "ahead-panics", Offset: 0, Count: 3}}, make([][16]byte, 1))
+	<-ra.done
+	ra.mu.Lock()
+	res := ra.res
+	ra.mu.Unlock()
+	ra.cancel()
+	c.aheadWG.Wait()
+	if len(res) != 1 || !errors.Is(res[0].Err, errPanic) || errCode(res[0].Err) != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("read-ahead results after a panic: %+v", res)
+	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"time"
 	"unsafe"
@@ -107,6 +108,22 @@ func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.Re
 	c.spec = c.newReadAhead(planReads(guess, maxBytes, true), ids) // nil until now: fetch drops it at its end
 }
 
+// readAheadRead is a read-ahead's read. A panic in it, recovered here (this goroutine is not the
+// connection's, which would recover it and close the connection), is logged and fails the read as a
+// Redis failure would: the fetch that takes it answers with a retriable error.
+func (c *conn) readAheadRead(ctx context.Context, reqs []redisstore.ReadRequest) (res []redisstore.ReadResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic reading ahead")
+			res = make([]redisstore.ReadResult, len(reqs))
+			for i := range res {
+				res[i].Err = errPanic
+			}
+		}
+	}()
+	return c.g.store.Read(ctx, reqs)
+}
+
 // dropSpeculation cancels a speculative read the fetch did not take, a miss.
 func (c *conn) dropSpeculation() {
 	if c.spec != nil {
@@ -121,7 +138,7 @@ func (c *conn) newReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) *read
 	ctx, cancel := context.WithCancel(c.g.bgCtx)
 	ra := &readAhead{reqs: reqs, ids: ids, cancel: cancel, done: make(chan struct{})}
 	c.aheadWG.Go(func() {
-		res := c.g.store.Read(ctx, ra.reqs)
+		res := c.readAheadRead(ctx, ra.reqs)
 		ra.mu.Lock()
 		ra.res = res
 		ra.mu.Unlock()

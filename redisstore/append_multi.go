@@ -367,13 +367,13 @@ func continues(r, b *Batch) bool {
 // in one pipeline, in order.
 func (s *Store) appendMultiSplit(ctx context.Context, c *redis.Client, batches []*Batch, out []AppendResult) {
 	cuts := splitBatches(batches, appendSplitMin, appendSplitMax)
-	var wg sync.WaitGroup
+	var fo fanOut
 	// Deferred: a panic in the first pipeline (recovered further up) must not unwind into the callers'
 	// recycling of these batches' memory while the other pipelines still use it.
-	defer wg.Wait()
+	defer fo.Wait()
 	for i := len(cuts) - 2; i > 0; i-- {
 		from, to := cuts[i], cuts[i+1]
-		wg.Go(func() { s.appendMulti(ctx, c, batches[from:to], out[from:to]) })
+		fo.Go(func() { s.appendMulti(ctx, c, batches[from:to], out[from:to]) })
 	}
 	s.appendMulti(ctx, c, batches[:cuts[1]], out[:cuts[1]])
 }
@@ -571,9 +571,9 @@ func eachGroup(groups []*nodeGroup, batches []*Batch, out []AppendResult, fn fun
 		run(groups[0])
 		return
 	}
-	var wg sync.WaitGroup
+	var fo fanOut
 	for _, g := range groups {
-		wg.Go(func() { run(g) })
+		fo.Go(func() { run(g) })
 	}
-	wg.Wait()
+	fo.Wait()
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -519,13 +518,14 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 		return out
 	}
 	more := make([][]ReadResult, len(parts))
-	var wg sync.WaitGroup
+	var fo fanOut
+	defer fo.Wait() // a panic of the first part's unwinds once the others are done
 	for j := 1; j < len(parts); j++ {
 		more[j] = make([]ReadResult, len(reqs))
-		wg.Go(func() { s.readPieces(ctx, reqs, parts[j], false, nil, more[j]) })
+		fo.Go(func() { s.readPieces(ctx, reqs, parts[j], false, nil, more[j]) })
 	}
 	s.readPieces(ctx, reqs, parts[0], true, fetches, out)
-	wg.Wait()
+	fo.Wait()
 	s.mergeParts(ctx, reqs, out, more[1:])
 	return out
 }

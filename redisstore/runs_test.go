@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -194,4 +195,46 @@ func TestAppendPanicWaitsForOtherPipelines(t *testing.T) {
 	if !otherDone.Load() {
 		t.Fatal("Append unwound its panic while its other pipeline was still running")
 	}
+}
+
+// A panic on one of the store's own goroutines (an append's other pipeline, a read's other part)
+// reaches the caller's goroutine, which a connection recovers; on the goroutine it ended the process.
+func TestPanicOnStoreGoroutineReachesCaller(t *testing.T) {
+	s := openStore(t, backendOptions(t, "standalone"))
+	if !s.autoSeq.Load() {
+		t.Skip("needs Redis 7+")
+	}
+	mustCreateTopic(t, s, "far-panics", 2)
+	mustAppend(t, s, &Batch{Topic: "far-panics", Partition: 0, ProducerID: -1, Records: plain("x", 2000)})
+	other := s.keys.stream("far-panics", 1) // the append's second pipeline, on a goroutine of its own
+	s.Client().AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		offsets := false
+		for _, c := range cmds {
+			offsets = offsets || c.Name() == "hmget"
+			if key, ok := c.Args()[min(1, len(c.Args())-1)].(*string); ok && *key == other {
+				panic("a panic in the append's other pipeline")
+			}
+		}
+		if !offsets && cmds[0].Name() == "xrange" {
+			panic("a panic in a read's other part") // the first part reads the offsets too
+		}
+		return next(ctx, cmds)
+	}))
+	panics := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "a panic in "+what) {
+				t.Errorf("%s: recovered %v", what, p)
+			}
+		}()
+		f()
+	}
+	panics("a read's other part", func() {
+		s.Read(t.Context(), []ReadRequest{{Topic: "far-panics", Partition: 0, Offset: 0, Count: 2000, RecordBytes: 120}})
+	})
+	var batches []*Batch
+	for p := range int32(2) {
+		batches = append(batches, &Batch{Topic: "far-panics", Partition: p, ProducerID: -1, Records: plain("y", 200)})
+	}
+	panics("the append's other pipeline", func() { s.Append(t.Context(), batches) })
 }
