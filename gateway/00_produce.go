@@ -324,7 +324,7 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	b := &redisstore.Batch{
 		Topic:         topic,
 		Partition:     rp.Partition,
-		Records:       recycledRecords(len(pb.Records)),
+		Records:       redisstore.RecycledRecords(len(pb.Records)),
 		ProducerID:    pb.ProducerID,
 		ProducerEpoch: pb.ProducerEpoch,
 		BaseSequence:  pb.BaseSequence,
@@ -353,47 +353,23 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	return b, pb.Decompressed, 0
 }
 
-// Record slabs are recycled between produce requests: the records decoded from the wire, which are
-// copied into the store's right away, and the store's, held until the request is answered. Allocated
-// afresh they were 176 bytes per record, and the garbage collections they brought on cost the gateway
-// more than the decoding.
-var (
-	wireRecordSlabs  = sync.Pool{New: func() any { return new([]protocol.Record) }}
-	storeRecordSlabs sync.Pool // *[]redisstore.Record
-)
+// The records decoded from the wire are copied into the store's batch at once, and their slabs are
+// recycled between produce requests (the store's records are recycled by the store:
+// redisstore.RecycledRecords). Allocated afresh they were 88 bytes per record, and the garbage
+// collections they brought on cost the gateway more than the decoding.
+var wireRecordSlabs = sync.Pool{New: func() any { return new([]protocol.Record) }}
 
-// maxRecycledRecords bounds the slabs kept for reuse: a one-off request far larger than usual does
-// not pin its memory.
-const maxRecycledRecords = 1 << 14 // 1.4 MB of store records
+// maxRecycledWire bounds the slabs kept for reuse: a one-off request far larger than usual does not pin
+// its memory.
+const maxRecycledWire = 1 << 14
 
 // putWireRecords hands back a slab of wire records whose first used held records, cleared: they
 // point into a request's frame. (The rest is clear already: slabs go back cleared.)
 func putWireRecords(p *[]protocol.Record, used int) {
-	if cap(*p) > maxRecycledRecords {
+	if cap(*p) > maxRecycledWire {
 		return
 	}
 	clear((*p)[:used])
 	*p = (*p)[:0]
 	wireRecordSlabs.Put(p)
-}
-
-// recycledRecords returns n zeroed store records, from a recycled slab when one is large enough.
-func recycledRecords(n int) []redisstore.Record {
-	if p, ok := storeRecordSlabs.Get().(*[]redisstore.Record); ok && cap(*p) >= n {
-		return (*p)[:n]
-	}
-	return make([]redisstore.Record, n)
-}
-
-// recycleRecords hands back the store records of batches no longer used, cleared: they point into
-// requests' frames. (Past their length a slab is clear already: slabs go back cleared.)
-func recycleRecords(batches []*redisstore.Batch) {
-	for _, b := range batches {
-		if c := cap(b.Records); c > 0 && c <= maxRecycledRecords {
-			clear(b.Records)
-			recs := b.Records[:c]
-			b.Records = nil
-			storeRecordSlabs.Put(&recs)
-		}
-	}
 }

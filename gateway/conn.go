@@ -423,7 +423,7 @@ func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) (err err
 	for i, p := range jobs {
 		n := len(p.job.batches)
 		resp, err := p.job.complete(results[:n])
-		recycleRecords(p.job.batches)
+		redisstore.RecycleRecords(p.job.batches)
 		results = results[n:]
 		err = c.answer(p.hdr, p.start, resp, err, 0)
 		p.release()
@@ -439,7 +439,7 @@ func (c *conn) appendQueued(ctx context.Context, jobs []*queuedProduce) (err err
 		if err != nil {
 			for _, rest := range jobs[i+1:] {
 				rest.job.complete(results[:len(rest.job.batches)]) // releases their tail cache registrations
-				recycleRecords(rest.job.batches)
+				redisstore.RecycleRecords(rest.job.batches)
 				results = results[len(rest.job.batches):]
 				rest.release()
 			}

@@ -98,7 +98,7 @@ func TestProduceRecordsRecycled(t *testing.T) {
 	big, small := benchProduceBatch(300, 10, 2), benchProduceBatch(3, 10, 0)
 	want := benchStoredRecords(3, 10, 0)
 	for range 20 { // sync.Pool keeps most, not all, of what it is handed
-		recycleRecords([]*redisstore.Batch{decode(big)})
+		redisstore.RecycleRecords([]*redisstore.Batch{decode(big)})
 		got := decode(small)
 		if len(got.Records) != len(want) {
 			t.Fatalf("%d records, want %d", len(got.Records), len(want))
@@ -109,6 +109,6 @@ func TestProduceRecordsRecycled(t *testing.T) {
 				t.Fatalf("record %d: %+v", i, r)
 			}
 		}
-		recycleRecords([]*redisstore.Batch{got})
+		redisstore.RecycleRecords([]*redisstore.Batch{got})
 	}
 }

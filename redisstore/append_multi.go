@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -213,7 +212,13 @@ const (
 // (mergeRuns) are, and each master's share is written by appendMultiSplit.
 func (s *Store) appendRuns(ctx context.Context, batches []*Batch, out []AppendResult) {
 	runs, at := mergeRuns(batches)
-	defer recycleRuns(runs)
+	defer func() {
+		for _, r := range runs {
+			if r.runOf != nil {
+				r.recycleRecords()
+			}
+		}
+	}()
 	res := make([]AppendResult, len(runs))
 	s.appendByNode(ctx, runs, res)
 	var again []int // batches of refused runs
@@ -309,7 +314,7 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 			r = &Batch{Topic: first.Topic, Partition: first.Partition, ProducerID: first.ProducerID,
 				ProducerEpoch: first.ProducerEpoch, BaseSequence: first.BaseSequence,
 				LogAppendTime: first.LogAppendTime, KnownPartition: first.KnownPartition, runOf: []*Batch{first}}
-			r.Records = append(runRecords(p.records), first.Records...)
+			r.Records = append(RecycledRecords(p.records)[:0], first.Records...)
 			out[p.at] = r
 		}
 		at[i] = runAt{run: p.at, skip: int64(len(r.Records))}
@@ -317,33 +322,6 @@ func mergeRuns(batches []*Batch) ([]*Batch, []runAt) {
 		r.runOf = append(r.runOf, b)
 	}
 	return out, at
-}
-
-// Runs' records are recycled between appends (allocated afresh, they were the largest share of what a
-// connection's queued produce requests allocated in the store).
-var runRecordSlabs sync.Pool // *[]Record
-
-// maxRecycledRun bounds the slabs kept for reuse.
-const maxRecycledRun = 1 << 14
-
-// runRecords returns an empty slab with room for n records.
-func runRecords(n int) []Record {
-	if p, ok := runRecordSlabs.Get().(*[]Record); ok && cap(*p) >= n {
-		return (*p)[:0]
-	}
-	return make([]Record, 0, n)
-}
-
-// recycleRuns hands back the records of the runs among batches, cleared: they point into requests.
-func recycleRuns(batches []*Batch) {
-	for _, b := range batches {
-		if b.runOf != nil && cap(b.Records) <= maxRecycledRun {
-			clear(b.Records) // past its length a slab is clear already: slabs go back cleared
-			recs := b.Records[:cap(b.Records)]
-			b.Records = nil
-			runRecordSlabs.Put(&recs)
-		}
-	}
 }
 
 // continues reports whether b can join the batch or run r of its partition: both not idempotent, or

@@ -13,9 +13,9 @@ import (
 // Wait also keeps a panic of the caller's own share from unwinding while the goroutines still use
 // what the caller shares with them.
 type fanOut struct {
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	panics []string // the first one's value and stack
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	first string // the first panic's value and stack
 }
 
 // Go runs f on a goroutine of its own.
@@ -24,8 +24,8 @@ func (fo *fanOut) Go(f func()) {
 		defer func() {
 			if p := recover(); p != nil {
 				fo.mu.Lock()
-				if fo.panics == nil {
-					fo.panics = []string{fmt.Sprint(p), string(debug.Stack())}
+				if fo.first == "" {
+					fo.first = fmt.Sprintf("%v (on a goroutine of the store's, with its stack:)\n%s", p, debug.Stack())
 				}
 				fo.mu.Unlock()
 			}
@@ -38,8 +38,8 @@ func (fo *fanOut) Go(f func()) {
 // (once: a second Wait, deferred, finds it raised).
 func (fo *fanOut) Wait() {
 	fo.wg.Wait()
-	if p := fo.panics; p != nil {
-		fo.panics = nil
-		panic(fmt.Sprintf("%s (on a goroutine of the store's, with its stack:)\n%s", p[0], p[1]))
+	if p := fo.first; p != "" {
+		fo.first = ""
+		panic(p)
 	}
 }
