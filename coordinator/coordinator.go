@@ -54,6 +54,9 @@ type Config struct {
 	// PreparingRebalance. It runs on the group's goroutine: it must not block and
 	// must not call back into the Coordinator.
 	OnRebalance func(group string)
+	// OnPanic, if set, is called with the group id when the group's goroutine panicked and the group
+	// was dropped (the panic is logged). It runs on that goroutine and must not block.
+	OnPanic func(group string)
 }
 
 func (cfg *Config) setDefaults() {

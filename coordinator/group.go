@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"time"
@@ -176,6 +177,7 @@ func newGroup(c *Coordinator, name string) *group {
 func (g *group) manage() {
 	defer g.c.wg.Done()
 	defer close(g.done)
+	defer g.recoverPanic()
 	g.afterEvent()
 	for !g.removed {
 		select {
@@ -239,6 +241,32 @@ func (g *group) shutdown() {
 	}
 	g.stopGroupTimers()
 	g.state = stateDead
+}
+
+// recoverPanic, deferred by manage, ends a group whose goroutine panicked instead of the process. The
+// group's state may be half changed, so it goes as it would from a coordinator that failed over: the
+// members' parked requests are answered NOT_COORDINATOR and their next request finds a new, empty group
+// under the same name (they rejoin); committed offsets are in Redis and stay. A request whose event
+// panicked gets COORDINATOR_NOT_AVAILABLE (its reply never comes; the group's done closes).
+func (g *group) recoverPanic() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	g.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("state", g.state.String()).
+		Int32("generation", g.generation).Msg("panic in a group's goroutine; dropping the group's membership")
+	g.c.forget(g)
+	func() {
+		// Answering what is parked reads the same state: a second panic leaves the rest to the callers'
+		// own wait, which ends when done closes.
+		defer func() { _ = recover() }()
+		g.shutdown()
+	}()
+	g.state = stateDead
+	g.removed = true
+	if g.c.cfg.OnPanic != nil {
+		g.c.cfg.OnPanic(g.name)
+	}
 }
 
 func (g *group) stopGroupTimers() {

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -190,6 +191,9 @@ func repeatsPartition(req *kmsg.ProduceRequest) bool {
 	return false
 }
 
+// beforeTailCopy, set by tests, runs before each batch's copy for the tail cache.
+var beforeTailCopy func()
+
 // begin registers the job's appends with the tail cache and starts copying the records it keeps,
 // which happens while Redis works on the append, off the produce path.
 func (j *produceJob) begin() {
@@ -204,8 +208,20 @@ func (j *produceJob) begin() {
 	if j.copyOf != nil {
 		j.copies = make([]tailBatch, len(j.batches))
 		j.copying.Go(func() {
+			defer func() {
+				// Not the connection's goroutine, which would recover it: a panic here ends the copy
+				// alone, and the fetches at the end of these partitions read the records from Redis.
+				if p := recover(); p != nil {
+					j.copies = nil // complete, which adds them, waits for this goroutine first
+					mPanics.WithLabelValues("tail_copy").Inc()
+					j.c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic copying records for the tail cache")
+				}
+			}()
 			for i, b := range j.batches {
 				if j.copyOf[i] {
+					if beforeTailCopy != nil {
+						beforeTailCopy()
+					}
 					j.copies[i] = copyBatch(b.Records, b.LogAppendTime)
 				}
 			}

@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // adminServer is the admin HTTP listener: JSON API, web console, metrics and probes.
 type adminServer struct {
 	ln  net.Listener
 	srv *http.Server
+
+	log zerolog.Logger
 
 	mu      sync.Mutex
 	running int           // handlers running (track)
@@ -37,7 +42,7 @@ func (g *Gateway) listenAdmin() error {
 	if err != nil {
 		return fmt.Errorf("gateway: admin listen %s: %w", g.cfg.AdminListen, err)
 	}
-	g.adminSrv.ln = ln
+	g.adminSrv.ln, g.adminSrv.log = ln, g.log
 	g.adminSrv.srv = &http.Server{
 		Handler:           g.adminSrv.track(g.adminHandler()),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -73,8 +78,24 @@ func (s *adminServer) track(h http.Handler) http.Handler {
 			}
 			s.mu.Unlock()
 		}()
+		defer s.recoverPanic(w, r)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// recoverPanic, deferred by a handler, answers 500 for a panic, logged and counted with the gateway's
+// others (net/http would only log it to stderr and drop the connection).
+func (s *adminServer) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	p := recover()
+	switch {
+	case p == nil:
+		return
+	case p == http.ErrAbortHandler: // net/http's own way to abort an answer, which it does not log
+		panic(p)
+	}
+	mPanics.WithLabelValues("admin").Inc()
+	s.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("path", r.URL.Path).Msg("panic serving an admin request")
+	http.Error(w, "internal error", http.StatusInternalServerError)
 }
 
 // AdminAddr is the bound admin address, or nil when the admin API is off.
@@ -89,7 +110,7 @@ func (g *Gateway) startAdmin() {
 	if g.adminSrv.srv == nil {
 		return
 	}
-	g.goBackground(func(ctx context.Context) {
+	g.goBackground("admin_server", func(ctx context.Context) {
 		if err := g.adminSrv.srv.Serve(g.adminSrv.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error().Err(err).Msg("admin server stopped")
 		}

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -211,49 +212,67 @@ func (g *Gateway) askPeersLive(ctx context.Context, silent *sync.Map) map[string
 	var (
 		mu     sync.Mutex
 		heldBy = map[string]gatewayNode{}
-		wg     sync.WaitGroup
+		peers  []gatewayNode
 	)
 	for _, n := range g.nodes.alive() {
-		if n.ID == g.cfg.NodeID || n.Admin == "" {
-			continue
+		if n.ID != g.cfg.NodeID && n.Admin != "" {
+			peers = append(peers, n)
 		}
-		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/api/v1/groups?scope="+liveScope, nil)
-			if err != nil {
-				return
-			}
-			req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				silent.Store(n.ID, true)
-				return
-			}
-			defer resp.Body.Close()
-			var got []string
-			if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, maxForwardedAnswer)).Decode(&got) == nil {
-				mu.Lock()
-				for _, name := range got {
-					heldBy[name] = n
-				}
-				mu.Unlock()
-			}
-		})
 	}
-	wg.Wait()
+	eachAtOnce(len(peers), len(peers), func(i int) {
+		n := peers[i]
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Admin+"/api/v1/groups?scope="+liveScope, nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			silent.Store(n.ID, true)
+			return
+		}
+		defer resp.Body.Close()
+		var got []string
+		if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, maxForwardedAnswer)).Decode(&got) == nil {
+			mu.Lock()
+			for _, name := range got {
+				heldBy[name] = n
+			}
+			mu.Unlock()
+		}
+	})
 	return heldBy
 }
 
 // groupWorkers is how many groups GET /api/v1/groups and a metrics scrape read at once.
 const groupWorkers = 8
 
-// eachAtOnce calls fn(0) to fn(n-1), workers of them at a time, and returns when all have returned.
+// eachAtOnce calls fn(0) to fn(n-1), workers of them at a time, and returns when all have returned. A
+// panic in fn is carried to the caller's goroutine once all have returned (an admin handler's, whose
+// panics track recovers; a metrics scrape's, Collect's), where on a worker it ended the process.
 func eachAtOnce(n, workers int, fn func(i int)) {
 	next := make(chan int)
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first any
+	)
+	call := func(i int) {
+		defer func() {
+			if p := recover(); p != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Sprintf("%v (on a worker, with its stack:)\n%s", p, debug.Stack())
+				}
+				mu.Unlock()
+			}
+		}()
+		fn(i)
+	}
 	for range min(workers, n) {
 		wg.Go(func() {
 			for i := range next {
-				fn(i)
+				call(i)
 			}
 		})
 	}
@@ -262,6 +281,9 @@ func eachAtOnce(n, workers int, fn func(i int)) {
 	}
 	close(next)
 	wg.Wait()
+	if first != nil {
+		panic(first)
+	}
 }
 
 // groupSummary is one group's line in GET /api/v1/groups: its live state from this gateway's memory

@@ -95,7 +95,6 @@ func (g *Gateway) register(ctx context.Context) error {
 // (up to shutdownGrace): meanwhile peers would still send clients to this closed listener and keep
 // its groups from moving.
 func (g *Gateway) runMembership(ctx context.Context) {
-	g.goBackground(g.runTopologyRefresh)
 	t := time.NewTicker(g.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {

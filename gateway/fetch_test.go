@@ -223,7 +223,7 @@ func TestSizingForgottenWithTopic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cache := newTopicCache(store)
+	cache := newTopicCache(store, zerolog.Nop())
 	if _, err := cache.all(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -1373,19 +1373,27 @@ func redisInfo(ctx context.Context, store *redisstore.Store, section, prefix str
 	return ""
 }
 
-// panicOnRange is a client hook that panics on a pipeline reading a range of entries.
-type panicOnRange struct{}
+// panicOn is a client hook that panics on the command named, alone or in a pipeline.
+type panicOn string
 
-func (panicOnRange) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (panicOnRange) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (panicOnRange) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (panicOn) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (name panicOn) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		name.check(c)
+		return next(ctx, c)
+	}
+}
+func (name panicOn) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, c := range cmds {
-			if c.Name() == "xrange" {
-				panic("a panic reading a range")
-			}
+			name.check(c)
 		}
 		return next(ctx, cmds)
+	}
+}
+func (name panicOn) check(c redis.Cmder) {
+	if c.Name() == string(name) {
+		panic("a panic on " + string(name))
 	}
 }
 
@@ -1397,7 +1405,7 @@ func TestReadAheadPanicFailsRead(t *testing.T) {
 	if r := store.Append(ctx, []*redisstore.Batch{{Topic: "ahead-panics", ProducerID: -1, Records: storeRecords(0, 1, 2)}})[0]; r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	store.Client().AddHook(panicOnRange{})
+	store.Client().AddHook(panicOn("xrange"))
 	c := &conn{g: g, log: zerolog.Nop()}
 	ra := c.newReadAhead([]redisstore.ReadRequest{{Topic: "ahead-panics", Offset: 0, Count: 3}}, make([][16]byte, 1))
 	<-ra.done

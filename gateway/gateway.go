@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -155,13 +156,14 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 	}
 	cfg.Groups.Logger = log
 	cfg.Groups.OnRebalance = func(string) { mRebalances.Inc() }
+	cfg.Groups.OnPanic = func(string) { mPanics.WithLabelValues("group").Inc() }
 	store.Observe(observeRedis)
 	g := &Gateway{
 		cfg:        cfg,
 		store:      store,
 		log:        log,
 		refusedLog: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: 10 * time.Second}),
-		topics:     newTopicCache(store),
+		topics:     newTopicCache(store, log),
 		notify:     newAppendNotifier(),
 		tail:       newTailCache(cfg.TailCacheBytes),
 		coord:      coordinator.New(cfg.Groups),
@@ -249,10 +251,11 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		}
 	}
 	g.startAdmin()
-	g.goBackground(g.runMembership)
-	g.goBackground(g.runAppendPublisher)
-	g.goBackground(g.runAppendSubscriber)
-	g.goBackground(g.runRetention)
+	g.goBackground("membership", g.runMembership)
+	g.goBackground("topology_refresh", g.runTopologyRefresh)
+	g.goBackground("append_publisher", g.runAppendPublisher)
+	g.goBackground("append_subscriber", g.runAppendSubscriber)
+	g.goBackground("retention", g.runRetention)
 	close(g.ready)
 	served := make(chan struct{})
 	shutDown := make(chan struct{})
@@ -349,8 +352,11 @@ func (g *Gateway) quitting() bool {
 	}
 }
 
-// goBackground starts a loop owned by the gateway; it refuses once shutdown has begun.
-func (g *Gateway) goBackground(fn func(ctx context.Context)) bool {
+// goBackground starts a loop owned by the gateway; it refuses once shutdown has begun. A panic in the
+// loop is logged and the loop started again after a pause (restartPause, doubling up to
+// maxRestartPause while it keeps panicking), so one bad pass of a loop the gateway needs (membership
+// heartbeats, retention, append wake-ups) neither ends the process nor stops that loop for good.
+func (g *Gateway) goBackground(name string, fn func(ctx context.Context)) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.quitting() {
@@ -359,9 +365,34 @@ func (g *Gateway) goBackground(fn func(ctx context.Context)) bool {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		fn(g.bgCtx)
+		pause := restartPause
+		for g.runRecovered(name, fn) {
+			select {
+			case <-g.bgCtx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, maxRestartPause)
+		}
 	}()
 	return true
+}
+
+// Pauses before a background loop that panicked runs again (goBackground); variables for tests.
+var restartPause, maxRestartPause = time.Second, 30 * time.Second
+
+// runRecovered runs fn on bgCtx and reports whether it panicked (then logged and counted).
+func (g *Gateway) runRecovered(name string, fn func(ctx context.Context)) (panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = true
+			mPanics.WithLabelValues(name).Inc()
+			g.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("loop", name).
+				Msg("panic in a background loop; restarting it")
+		}
+	}()
+	fn(g.bgCtx)
+	return false
 }
 
 // shutdownGrace bounds how long shutdown waits for what is in flight to be answered before it closes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -327,6 +328,10 @@ var (
 	mRebalances = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kgate_group_rebalances_total", Help: "Group rebalances started by this gateway's coordinator.",
 	})
+	mPanics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kgate_panics_recovered_total",
+		Help: "Panics recovered, by what they ended: connection, read_ahead, group, a background loop by name, topic_reload, tail_copy, admin (a request), metrics (a scrape's group series).",
+	}, []string{"where"})
 	descGroupsByState = prometheus.NewDesc("kgate_groups", "Groups coordinated by this gateway, by state.", []string{"node", "state"}, nil)
 	descGroupLag      = prometheus.NewDesc("kgate_group_lag", "Consumer-group lag in records per partition (bounded by metrics.lag_max_series).",
 		[]string{"node", "group", "topic", "partition"}, nil)
@@ -334,7 +339,7 @@ var (
 )
 
 func init() {
-	metricsRegistry.MustRegister(mRedisLatency, mRedisErrors, mRebalances)
+	metricsRegistry.MustRegister(mRedisLatency, mRedisErrors, mRebalances, mPanics)
 }
 
 func observeRedis(cmd string, took time.Duration, err error) {
@@ -364,7 +369,17 @@ func (groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLagTruncated
 }
 
-func (c groupCollector) Collect(ch chan<- prometheus.Metric) { c.g.collectGroups(ch) }
+// Collect runs on a goroutine of the registry's, which nothing else recovers: a panic ends the scrape's
+// group series, not the process.
+func (c groupCollector) Collect(ch chan<- prometheus.Metric) {
+	defer func() {
+		if p := recover(); p != nil {
+			mPanics.WithLabelValues("metrics").Inc()
+			c.g.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic collecting group metrics")
+		}
+	}()
+	c.g.collectGroups(ch)
+}
 
 func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(g.bgCtx, 5*time.Second)

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -110,5 +112,52 @@ func TestProduceRecordsRecycled(t *testing.T) {
 			}
 		}
 		redisstore.RecycleRecords([]*redisstore.Batch{got})
+	}
+}
+
+// A panic copying an append's records for the tail cache, on a goroutine of its own, ends that copy
+// alone, where it ended the process: the produce is answered, and a fetch gets the records from Redis.
+func TestTailCopyPanicKeepsProduce(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	watchedTopic(t, ctx, g, store, "tail-panics", [16]byte{7})
+	now := time.Now().UnixMilli()
+	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
+		PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 2, LastOffsetDelta: 1,
+		Records: []protocol.Record{{Timestamp: now, Value: []byte("a")}, {OffsetDelta: 1, Timestamp: now, Value: []byte("b")}},
+	}, protocol.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "tail-panics"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	beforeTailCopy = func() { panic("a panic copying for the tail cache") }
+	defer func() { beforeTailCopy = nil }()
+	before := testutil.ToFloat64(mPanics.WithLabelValues("tail_copy"))
+	j := (&conn{g: g, log: zerolog.Nop()}).prepareProduce(ctx, req)
+	j.begin()
+	if j.copyOf == nil {
+		t.Fatal("the partition is not watched: the test copies nothing")
+	}
+	resp, err := j.complete(store.Append(ctx, j.batches))
+	j.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; sp.ErrorCode != 0 || sp.BaseOffset != 0 {
+		t.Fatalf("produce answered error %d, base offset %d", sp.ErrorCode, sp.BaseOffset)
+	}
+	if got := testutil.ToFloat64(mPanics.WithLabelValues("tail_copy")) - before; got != 1 {
+		t.Errorf("kgate_panics_recovered_total{where=tail_copy} grew by %v, want 1", got)
+	}
+	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest("tail-panics", 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 || countRecords(sp.RecordBatches) != 2 {
+		t.Fatalf("fetch after the copy's panic: error %d, %d records; want both", sp.ErrorCode, countRecords(sp.RecordBatches))
 	}
 }

@@ -115,6 +115,7 @@ func (c *conn) readAheadRead(ctx context.Context, reqs []redisstore.ReadRequest)
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic reading ahead")
+			mPanics.WithLabelValues("read_ahead").Inc()
 			res = make([]redisstore.ReadResult, len(reqs))
 			for i := range res {
 				res[i].Err = errPanic

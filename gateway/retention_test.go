@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kgate/kgate/redisstore"
 )
@@ -104,5 +107,38 @@ func TestProducerExpiryEveryTenMinutes(t *testing.T) {
 	g.enforceRetention(ctx, now.Add(11*time.Minute))
 	if err := produce(7); err != nil {
 		t.Fatalf("seq 7 after the state expired: %v, want stored", err)
+	}
+}
+
+// A panic in a retention pass is logged and the loop runs again after a pause (goBackground), where it
+// ended the process: the next pass trims what the panicking one did not.
+func TestRetentionLoopRestartsAfterPanic(t *testing.T) {
+	defer func(p, m time.Duration) { restartPause, maxRestartPause = p, m }(restartPause, maxRestartPause)
+	restartPause, maxRestartPause = time.Millisecond, time.Millisecond
+	ctx, _, store := embeddedGateway(t, Config{})
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "ret-panic", Partitions: 1, Configs: map[string]string{"retention.ms": "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	old := []*redisstore.Batch{{Topic: "ret-panic", ProducerID: -1, KnownPartition: true,
+		Records: []redisstore.Record{{Timestamp: time.Now().Add(-time.Hour).UnixMilli(), Value: []byte("v")}}}}
+	if res := store.Append(ctx, old); res[0].Err != nil {
+		t.Fatal(res[0].Err)
+	}
+	var scans atomic.Int32
+	afterRetentionScan = func() {
+		if scans.Add(1) == 1 {
+			panic("a bad retention pass")
+		}
+	}
+	before := testutil.ToFloat64(mPanics.WithLabelValues("retention"))
+	_, stop := serveOn(t, store, Config{RetentionCheckInterval: 10 * time.Millisecond})
+	defer func() { afterRetentionScan = nil }()
+	defer stop() // before the hook goes: the loop reads it
+	waitFor(t, 10*time.Second, "retention after the panicking pass", func() bool {
+		offs, err := store.PartitionOffsets(ctx, "ret-panic", []int32{0})
+		return err == nil && offs[0].Start == 1
+	})
+	if got := testutil.ToFloat64(mPanics.WithLabelValues("retention")) - before; got != 1 {
+		t.Errorf("kgate_panics_recovered_total{where=retention} grew by %v, want 1", got)
 	}
 }

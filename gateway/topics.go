@@ -2,8 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/kgate/kgate/redisstore"
 )
@@ -61,13 +65,14 @@ type topicCache struct {
 	pending *pendingReload
 	bg      sync.WaitGroup
 	ctx     context.Context
+	log     zerolog.Logger // the zero Logger (tests) discards
 	// invalidated is when invalidate last ran: a reload that began before it read a view without
 	// the change that called it, and does not count as fresh.
 	invalidated time.Time
 }
 
-func newTopicCache(s *redisstore.Store) *topicCache {
-	return &topicCache{store: s, ctx: context.Background()}
+func newTopicCache(s *redisstore.Store, log zerolog.Logger) *topicCache {
+	return &topicCache{store: s, ctx: context.Background(), log: log}
 }
 
 // pendingReload is a background reload; err is set before done is closed. Lookups wait for it until
@@ -172,11 +177,25 @@ func (c *topicCache) backgroundReload(now time.Time) *pendingReload {
 	r := &pendingReload{done: make(chan struct{}), patience: now.Add(staleWait)}
 	c.pending = r
 	c.bg.Go(func() {
+		defer func() {
+			// A panic (a registry entry the parsing trips on) fails this reload as an unreachable Redis
+			// would (IsUnavailable), rather than the process: the lookups waiting for it go on with the
+			// view, and the next reload waits staleRetry.
+			p := recover()
+			if p != nil {
+				r.err = fmt.Errorf("%w: %v", errPanic, p)
+				mPanics.WithLabelValues("topic_reload").Inc()
+				c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic reloading the topic registry")
+			}
+			c.mu.Lock()
+			if p != nil {
+				c.failed, c.failedAt = r.err, time.Now()
+			}
+			c.pending = nil
+			c.mu.Unlock()
+			close(r.done)
+		}()
 		r.err = c.refreshSince(c.ctx, now)
-		c.mu.Lock()
-		c.pending = nil
-		c.mu.Unlock()
-		close(r.done)
 	})
 	return r
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/internal/redistest"
@@ -25,7 +27,7 @@ func TestTopicCacheReloadsOnceForMany(t *testing.T) {
 		createTopic(t, store, name, 1)
 	}
 	created("known")
-	c := newTopicCache(store)
+	c := newTopicCache(store, zerolog.Nop())
 	reloads := func() int {
 		c.load.Lock()
 		defer c.load.Unlock()
@@ -80,7 +82,7 @@ func TestTopicCacheSharesAFailedReload(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	createTopic(t, store, "t", 1)
-	c := newTopicCache(store)
+	c := newTopicCache(store, zerolog.Nop())
 	if _, err := c.get(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestTopicCacheSharesAFailedReload(t *testing.T) {
 func TestTopicCacheInvalidateStaleBounded(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	createTopic(t, store, "t", 1)
-	c := newTopicCache(store)
+	c := newTopicCache(store, zerolog.Nop())
 	reloads := func() int {
 		c.load.Lock()
 		defer c.load.Unlock()
@@ -162,7 +164,7 @@ func TestTopicCacheInvalidateStaleBounded(t *testing.T) {
 func TestTopicCacheCancelledLookupNotShared(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	createTopic(t, store, "t", 1)
-	c := newTopicCache(store)
+	c := newTopicCache(store, zerolog.Nop())
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := c.get(gone, "t"); err == nil {
@@ -185,7 +187,7 @@ func TestTopicCacheInvalidateDuringReload(t *testing.T) {
 	store := openStoreAt(t, p.Addr(), redisstore.Options{})
 	direct := openStoreAt(t, m.Addr(), redisstore.Options{Namespace: store.Namespace()})
 	ctx := t.Context()
-	c := newTopicCache(store)
+	c := newTopicCache(store, zerolog.Nop())
 	p.Hold()
 	reloaded := make(chan error, 1)
 	go func() {
@@ -213,7 +215,7 @@ func TestTopicCacheAllSharesReloads(t *testing.T) {
 	p := redistest.StartProxy(t, m.Addr())
 	store := openStoreAt(t, p.Addr(), redisstore.Options{})
 	ctx := t.Context()
-	c := newTopicCache(store)
+	c := newTopicCache(store, zerolog.Nop())
 	p.Hold() // the first reload waits until every request has asked
 	var wg sync.WaitGroup
 	for range 20 {
@@ -330,5 +332,31 @@ func TestTopicCacheSlowReloadSharesMisses(t *testing.T) {
 	defer c.load.Unlock()
 	if n := c.reloads - reloads; n > 0 {
 		t.Fatalf("20 misses right after a slow reload reloaded %d times", n)
+	}
+}
+
+// A panic in a background reload of a stale view (a registry the parsing trips on) fails that reload
+// as an unreachable Redis would, where it ended the process: the lookup goes on with the view, and the
+// next reload waits staleRetry.
+func TestTopicCacheReloadPanicServesView(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	createTopic(t, store, "known", 1)
+	c := g.topics
+	if _, err := c.get(ctx, "known"); err != nil {
+		t.Fatal(err)
+	}
+	store.Client().AddHook(panicOn("hgetall"))
+	c.mu.Lock()
+	c.loaded = time.Now().Add(-topicCacheTTL) // stale, still servable
+	c.mu.Unlock()
+	before := testutil.ToFloat64(mPanics.WithLabelValues("topic_reload"))
+	for i := range 3 {
+		if tp, err := c.get(ctx, "known"); err != nil || tp.Name != "known" {
+			t.Fatalf("lookup %d after a panicking reload: %+v, %v; want the view's topic", i, tp, err)
+		}
+	}
+	c.bg.Wait()
+	if got := testutil.ToFloat64(mPanics.WithLabelValues("topic_reload")) - before; got != 1 {
+		t.Errorf("kgate_panics_recovered_total{where=topic_reload} grew by %v, want 1 (one reload within staleRetry)", got)
 	}
 }
