@@ -158,6 +158,10 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 	cfg.Groups.OnRebalance = func(string) { mRebalances.Inc() }
 	cfg.Groups.OnPanic = func(string) { mPanics.WithLabelValues("group").Inc() }
 	store.Observe(observeRedis)
+	store.ObservePanics(func(where string, p any, stack []byte) {
+		mPanics.WithLabelValues(where).Inc()
+		log.Error().Interface("panic", p).Bytes("stack", stack).Str("where", where).Msg("panic in the store; carrying on")
+	})
 	g := &Gateway{
 		cfg:        cfg,
 		store:      store,

@@ -22,6 +22,14 @@ func (s *Store) Observe(fn CommandObserver) {
 	}
 }
 
+// PanicObserver is told of a panic the store recovered on a goroutine of its own that no caller waits
+// for (where names it: "store_probe"), with the panic's value and stack; the store carries on as if
+// the work had failed.
+type PanicObserver func(where string, p any, stack []byte)
+
+// ObservePanics installs fn as the panic observer (logs, metrics). Call it before the store is used.
+func (s *Store) ObservePanics(fn PanicObserver) { s.panicObserver = fn }
+
 // observeNodePipeline reports an append pipeline run on a cluster's node client: its time and its
 // error, or else the first error reply among its raw replies.
 func (s *Store) observeNodePipeline(start time.Time, err error, cmds []redis.Cmder) {

@@ -238,3 +238,47 @@ func TestPanicOnStoreGoroutineReachesCaller(t *testing.T) {
 	}
 	panics("the append's other pipeline", func() { s.Append(t.Context(), batches) })
 }
+
+// commandHook runs fn around every single command of the client it is added to.
+type commandHook func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+
+func (h commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h commandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
+}
+func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A panic in a background probe of the function library, on a goroutine no caller waits for, fails
+// that probe (the finish step runs as EVAL until the next) and is told to the panic observer, where it
+// ended the process.
+func TestProbePanicFailsProbe(t *testing.T) {
+	s := openStore(t, backendOptions(t, "standalone"))
+	if !s.autoSeq.Load() {
+		t.Skip("needs Redis 7+")
+	}
+	mustCreateTopic(t, s, "probe-panics", 1)
+	var seen []string // written on the probe's goroutine, read after probes.Wait
+	s.ObservePanics(func(where string, p any, stack []byte) {
+		seen = append(seen, fmt.Sprintf("%s: %v", where, p))
+	})
+	s.Client().AddHook(commandHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if cmd.Name() == "function" {
+			panic("a panic probing")
+		}
+		return next(ctx, cmd)
+	}))
+	s.reprobeAt.Store(1) // a failed probe, due again
+	s.reprobe()
+	s.probes.Wait()
+	if len(seen) != 1 || seen[0] != "store_probe: a panic probing" {
+		t.Fatalf("panics observed: %q", seen)
+	}
+	if !s.noFunctions.Load() || s.reprobeAt.Load() <= time.Now().UnixNano() {
+		t.Fatalf("after the probe's panic: noFunctions %v, next probe in %v; want EVAL and a probe later",
+			s.noFunctions.Load(), time.Duration(s.reprobeAt.Load()-time.Now().UnixNano()))
+	}
+	mustAppend(t, s, &Batch{Topic: "probe-panics", ProducerID: -1, Records: plain("x", 3)})
+	checkDense(t, s, "probe-panics", 0, 3)
+}

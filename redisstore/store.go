@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,6 +70,8 @@ type Store struct {
 	// nodeObserver is Observe's observer on a cluster, told of the appends' pipelines (nil: none, or
 	// a standalone server, whose client's hooks see them).
 	nodeObserver CommandObserver
+	// panicObserver is ObservePanics's observer (nil: none).
+	panicObserver PanicObserver
 	// indexed holds groups this store added to the groups set (up to maxIndexedGroups), each with when
 	// it last did (*atomic.Int64, unix ns): their commits do not fail when adding them again does
 	// (groupIndexed).
@@ -176,6 +179,16 @@ func (s *Store) reprobe() {
 		return
 	}
 	s.probes.Go(func() {
+		defer func() {
+			// Nothing else recovers this goroutine's panics: the probe fails instead of the process,
+			// the finish step runs as EVAL meanwhile, and the next probe comes after probeRetryInterval.
+			if p := recover(); p != nil {
+				s.functionsUnavailable()
+				if fn := s.panicObserver; fn != nil {
+					fn("store_probe", p, debug.Stack())
+				}
+			}
+		}()
 		ctx, cancel := context.WithTimeout(s.probeCtx, s.opts.DialTimeout+s.opts.CommandTimeout)
 		defer cancel()
 		s.probe(ctx)
