@@ -258,8 +258,12 @@ func (g *group) recoverPanic() {
 	g.c.forget(g)
 	func() {
 		// Answering what is parked reads the same state: a second panic leaves the rest to the callers'
-		// own wait, which ends when done closes.
-		defer func() { _ = recover() }()
+		// own wait, which ends when done closes, and timers still armed to post, which gives up then.
+		defer func() {
+			if p := recover(); p != nil {
+				g.log.Error().Interface("panic", p).Msg("panic answering the dropped group's parked requests")
+			}
+		}()
 		g.shutdown()
 	}()
 	g.state = stateDead

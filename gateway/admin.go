@@ -78,14 +78,36 @@ func (s *adminServer) track(h http.Handler) http.Handler {
 			}
 			s.mu.Unlock()
 		}()
-		defer s.recoverPanic(w, r)
-		h.ServeHTTP(w, r)
+		aw := &answerWriter{ResponseWriter: w}
+		defer s.recoverPanic(aw, r)
+		h.ServeHTTP(aw, r)
 	})
 }
 
+// answerWriter notes whether an answer has begun, so that a handler's panic is not answered on top of
+// what it wrote.
+type answerWriter struct {
+	http.ResponseWriter
+	begun bool
+}
+
+func (w *answerWriter) WriteHeader(code int) {
+	w.begun = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *answerWriter) Write(b []byte) (int, error) {
+	w.begun = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // recoverPanic, deferred by a handler, answers 500 for a panic, logged and counted with the gateway's
-// others (net/http would only log it to stderr and drop the connection).
-func (s *adminServer) recoverPanic(w http.ResponseWriter, r *http.Request) {
+// others (net/http would only log it to stderr and drop the connection); when the handler had begun
+// its answer, the connection is dropped instead, so the client sees a cut answer, not a wrong one.
+func (s *adminServer) recoverPanic(w *answerWriter, r *http.Request) {
 	p := recover()
 	switch {
 	case p == nil:
@@ -95,6 +117,9 @@ func (s *adminServer) recoverPanic(w http.ResponseWriter, r *http.Request) {
 	}
 	mPanics.WithLabelValues("admin").Inc()
 	s.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("path", r.URL.Path).Msg("panic serving an admin request")
+	if w.begun {
+		panic(http.ErrAbortHandler)
+	}
 	http.Error(w, "internal error", http.StatusInternalServerError)
 }
 

@@ -357,9 +357,13 @@ func (g *Gateway) quitting() bool {
 }
 
 // goBackground starts a loop owned by the gateway; it refuses once shutdown has begun. A panic in the
-// loop is logged and the loop started again after a pause (restartPause, doubling up to
-// maxRestartPause while it keeps panicking), so one bad pass of a loop the gateway needs (membership
-// heartbeats, retention, append wake-ups) neither ends the process nor stops that loop for good.
+// loop is logged and the loop started again after a pause: restartPause, doubling up to
+// maxRestartPause while the loop keeps panicking within maxRestartPause of its start, and back to
+// restartPause after a run that lasted longer. So one bad pass of a loop the gateway needs (membership
+// heartbeats, retention, append wake-ups) neither ends the process nor stops that loop for good, and
+// rare panics days apart do not add up to a pause long enough to have the gateway declared dead.
+// Shutdown ends a pause at once, so the loop runs again and does its shutdown work (the membership
+// loop marks the gateway down), rather than only when bgCtx ends, after the drain.
 func (g *Gateway) goBackground(name string, fn func(ctx context.Context)) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -369,12 +373,25 @@ func (g *Gateway) goBackground(name string, fn func(ctx context.Context)) bool {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		pause := restartPause
-		for g.runRecovered(name, fn) {
-			select {
-			case <-g.bgCtx.Done():
+		pause, quit := restartPause, g.quit
+		for {
+			began := time.Now()
+			if !g.runRecovered(name, fn) {
 				return
+			}
+			if time.Since(began) > maxRestartPause {
+				pause = restartPause
+			}
+			select {
+			case <-quit:
+			case <-g.bgCtx.Done(): // ends after quit; with no connection to drain, maybe seen first
+				if quit == nil {
+					return
+				}
 			case <-time.After(pause):
+			}
+			if quit != nil && g.quitting() {
+				quit = nil // once: a loop that panics again waits its pauses out, or bgCtx
 			}
 			pause = min(2*pause, maxRestartPause)
 		}

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -62,5 +65,100 @@ func TestGroupCollectorPanicEndsScrapeOnly(t *testing.T) {
 	groupCollector{g: &Gateway{log: zerolog.Nop()}}.Collect(ch)
 	if got := testutil.ToFloat64(mPanics.WithLabelValues("metrics")) - before; got != 1 {
 		t.Errorf("kgate_panics_recovered_total{where=metrics} grew by %v, want 1", got)
+	}
+}
+
+// backgroundGateway is the least of a Gateway that goBackground needs, for tests in a synctest bubble.
+func backgroundGateway(t *testing.T) (g *Gateway, cancel context.CancelFunc) {
+	ctx, cancel := context.WithCancel(t.Context())
+	return &Gateway{quit: make(chan struct{}), bgCtx: ctx, log: zerolog.Nop()}, cancel
+}
+
+// A background loop that panicked waits out its pause, which doubles while it keeps panicking soon
+// after starting, and starts from restartPause again after a run that lasted: rare panics days apart
+// must not add up to a pause that has the gateway declared dead.
+func TestBackgroundLoopPauseResetsAfterHealthyRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, cancel := backgroundGateway(t)
+		defer cancel()
+		var starts []time.Duration
+		begin := time.Now()
+		g.goBackground("test_loop", func(ctx context.Context) {
+			starts = append(starts, time.Since(begin))
+			switch n := len(starts); {
+			case n <= 3: // panics at once: pauses 1s, 2s, 4s
+				panic("soon")
+			case n <= 6: // runs a minute first: pauses 1s each
+				time.Sleep(time.Minute)
+				panic("after a minute")
+			}
+			<-ctx.Done()
+		})
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		want := []time.Duration{0, 1 * time.Second, 3 * time.Second, 7 * time.Second,
+			7*time.Second + time.Minute + time.Second, 8*time.Second + 2*time.Minute + time.Second, 9*time.Second + 3*time.Minute + time.Second}
+		if fmt.Sprint(starts) != fmt.Sprint(want) {
+			t.Fatalf("loop started at %v, want %v", starts, want)
+		}
+		cancel()
+		g.wg.Wait()
+	})
+}
+
+// Shutdown ends a panicked loop's pause at once: the loop runs again and does its shutdown work (the
+// membership loop marks the gateway down), where it waited until bgCtx ended, after the drain.
+func TestBackgroundLoopRunsAgainAtShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, cancel := backgroundGateway(t)
+		defer cancel()
+		sawQuit := make(chan time.Duration, 1)
+		begin := time.Now()
+		g.goBackground("test_loop", func(ctx context.Context) {
+			select {
+			case <-g.quit:
+				sawQuit <- time.Since(begin)
+			default:
+				panic("before shutdown")
+			}
+		})
+		time.Sleep(100 * time.Millisecond) // within the first pause (1s)
+		close(g.quit)
+		synctest.Wait()
+		select {
+		case at := <-sawQuit:
+			if at != 100*time.Millisecond {
+				t.Errorf("the loop ran again %v after it began, want at shutdown (100ms)", at)
+			}
+		default:
+			t.Fatal("the loop did not run again at shutdown")
+		}
+		g.wg.Wait()
+	})
+}
+
+// A handler that panics after its answer began has its connection dropped (net/http's abort), not a
+// 500 written on top of what it sent.
+func TestAdminHandlerPanicAfterAnswerAborts(t *testing.T) {
+	s := &adminServer{log: zerolog.Nop()}
+	h := s.track(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("[1,"))
+		panic("halfway")
+	}))
+	rec := httptest.NewRecorder()
+	got := func() (p any) {
+		defer func() { p = recover() }()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/groups", nil))
+		return nil
+	}()
+	if got != http.ErrAbortHandler {
+		t.Fatalf("recovered %v, want http.ErrAbortHandler", got)
+	}
+	if rec.Code != http.StatusOK || rec.Body.String() != "[1," {
+		t.Fatalf("answer %d %q, want the handler's own, untouched", rec.Code, rec.Body.String())
+	}
+	if s.running != 0 {
+		t.Errorf("%d handlers counted running after the panic", s.running)
 	}
 }

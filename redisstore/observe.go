@@ -27,7 +27,8 @@ func (s *Store) Observe(fn CommandObserver) {
 // the work had failed.
 type PanicObserver func(where string, p any, stack []byte)
 
-// ObservePanics installs fn as the panic observer (logs, metrics). Call it before the store is used.
+// ObservePanics installs fn as the panic observer (logs, metrics), in place of any earlier one. Call it
+// before the store is used.
 func (s *Store) ObservePanics(fn PanicObserver) { s.panicObserver = fn }
 
 // observeNodePipeline reports an append pipeline run on a cluster's node client: its time and its
