@@ -186,6 +186,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	ahead := true // the first read may be answered by the read-ahead
 	var rd fetchRead
 	for rereads := 0; ; {
+		redisstore.RecycleReads(rd.results) // a read this one replaces: nothing points into it
 		rd = c.readFetch(ctx, parts, maxBytes, ahead, &arrival)
 		ahead = false
 		failed := rd.failed
@@ -210,6 +211,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		case <-ctx.Done():
 		}
 		// One last read after the deadline: Apache answers with whatever is there.
+		redisstore.RecycleReads(rd.results)
 		rd = c.readFetch(ctx, parts, maxBytes, false, &arrival)
 		break
 	}
@@ -219,6 +221,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 	}
 	c.dropSpeculation() // a guess readAheadAfter did not adopt: a miss
 	c.encodeFetch(parts, rd.results)
+	redisstore.RecycleReads(rd.results) // the records are encoded (copied) into the response
 	for _, p := range parts {
 		if n := len(p.resp.RecordBatches); n > 0 {
 			recordsFetched(p.key.topic, p.resp)

@@ -1418,3 +1418,80 @@ func TestReadAheadPanicFailsRead(t *testing.T) {
 		t.Fatalf("read-ahead results after a panic: %+v", res)
 	}
 }
+
+// Consumers catching up, each on its own connection with its read-ahead, get every record whole and in
+// order while the gateway reuses the reply buffers their reads come in (redisstore.RecycleReads after
+// each response is encoded): what a fetch allocates is then a fraction of the bytes it serves, where
+// it was a buffer of about the response's size per fetch.
+func TestFetchRecyclesReplyBuffers(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{}) // a real Redis: the embedded one allocates in this process
+	const consumers, records, size = 3, 3000, 1000
+	for i := range consumers {
+		topic := fmt.Sprintf("recycling-%d", i)
+		createTopic(t, store, topic, 1)
+		t.Cleanup(func() { forgetSizing(topic) })
+		b := &redisstore.Batch{Topic: topic, ProducerID: -1}
+		for o := range records {
+			b.Records = append(b.Records, redisstore.Record{Timestamp: 1, Value: fmt.Appendf(nil, "%s/%07d/%s", topic, o, strings.Repeat("x", size))})
+		}
+		if res := store.Append(ctx, []*redisstore.Batch{b}); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+	consume := func(topic string, c *conn) error {
+		var want []byte // checked without allocating: the test measures what the fetches allocate
+		for offset := int64(0); offset < records; {
+			resp, err := c.fetch(ctx, fetchRequest(topic, 0, offset, 1<<20, 1<<20))
+			if err != nil {
+				return err
+			}
+			sp := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+			batches, err := protocol.DecodeBatches(sp.RecordBatches, 1<<30)
+			if err != nil || sp.ErrorCode != 0 {
+				return fmt.Errorf("fetch at %d: error %d, %v", offset, sp.ErrorCode, err)
+			}
+			for _, b := range batches {
+				for _, r := range b.Records {
+					at := b.BaseOffset + int64(r.OffsetDelta)
+					want = fmt.Appendf(want[:0], "%s/%07d/", topic, offset)
+					if at != offset || !bytes.HasPrefix(r.Value, want) || len(r.Value) != len(want)+size {
+						return fmt.Errorf("record at offset %d: %.30q (%d bytes); want offset %d, %q", at, r.Value, len(r.Value), offset, want)
+					}
+					offset++
+				}
+			}
+			c.releaseOutBufs() // as writing the response does
+		}
+		return nil
+	}
+	conns := make([]*conn, consumers)
+	for i := range conns {
+		conns[i] = fetchConn(t, g)
+	}
+	run := func() {
+		t.Helper()
+		errs := make(chan error, consumers)
+		for i, c := range conns {
+			go func() { errs <- consume(fmt.Sprintf("recycling-%d", i), c) }()
+		}
+		for range consumers {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run() // warms the pools and the sizing of reads
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const rounds = 3
+	for range rounds {
+		run()
+	}
+	runtime.ReadMemStats(&after)
+	served := uint64(rounds * consumers * records * size)
+	// A reply buffer allocated per read is the served bytes and more; the rest (record slabs, the client
+	// library's readers, this test's decoding) is about half of them.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > served*3/4 && !raceEnabled {
+		t.Fatalf("fetches serving %d MB allocated %d MB; reply buffers are not being reused", served>>20, alloc>>20)
+	}
+}

@@ -494,6 +494,22 @@ type ReadResult struct {
 	// all it took, more may be there.
 	Cut   bool
 	short *readPiece // a piece with a fixed end that came back short of it (see mergeParts)
+	// bufs are the reply buffers Records point into, this result's alone (RecycleReads).
+	bufs []*replyBuffer
+}
+
+// RecycleReads hands the reply buffers of results back for reuse, once the caller is done with them and
+// with every record in them: their keys, values and headers point into those buffers, which the next
+// read overwrites. Each result's Records is nil after. A result may be recycled once; results not
+// recycled are left to the garbage collector.
+func RecycleReads(results []ReadResult) {
+	for i := range results {
+		r := &results[i]
+		for _, b := range r.bufs {
+			b.recycle()
+		}
+		r.bufs, r.Records = nil, nil
+	}
 }
 
 // Read runs every request in one pipeline. A request outside [Start, End] gets no records (the caller
@@ -559,6 +575,11 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 			}
 		}
 	}
+	for _, part := range more {
+		for i := range out {
+			out[i].bufs = append(out[i].bufs, part[i].bufs...) // their records, or none, and recycled alike
+		}
+	}
 	if len(again) == 0 {
 		return
 	}
@@ -570,6 +591,9 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 			continue
 		}
 		out[p.req].Records = append(out[p.req].Records, out[p.req].Offsets.Clip(res[p.req].Records, reqs[p.req].Offset)...)
+	}
+	for i := range res {
+		out[i].bufs = append(out[i].bufs, res[i].bufs...)
 	}
 }
 
@@ -698,6 +722,7 @@ func (s *Store) readPieces(ctx context.Context, reqs []ReadRequest, pieces []rea
 		if errs[i] != nil || isErrorReply(raws[i]) {
 			fail(p.req)
 		}
+		out[p.req].bufs = append(out[p.req].bufs, bufs[i])
 	}
 	if failed != nil && ctx.Err() == nil {
 		s.readAgain(ctx, reqs, pieces, failed, mcmds != nil, out, raws, errs)

@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -1279,4 +1281,57 @@ func TestHugeTimestamps(t *testing.T) {
 			t.Errorf("OffsetForTime between two nanosecond timestamps = %d, %v, %v; want offset 1", off, found, err)
 		}
 	})
+}
+
+// RecycleReads hands a read's reply buffers back, every part's of a split read included, and the next
+// reads take them instead of allocating: a consumer catching up allocated a fetch's worth per fetch.
+// What a read returns after another's buffers were recycled is its own records, whole.
+func TestReadBuffersRecycled(t *testing.T) {
+	s := openStore(t, backendOptions(t, "standalone"))
+	mustCreateTopic(t, s, "recycled", 1)
+	const n = 2000
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{Timestamp: 1, Value: []byte(fmt.Sprintf("v%05d-%s", i, strings.Repeat("x", 200)))}
+	}
+	mustAppend(t, s, &Batch{Topic: "recycled", ProducerID: -1, Records: recs})
+	read := func(offset, count int64) []ReadResult {
+		t.Helper()
+		res := s.Read(t.Context(), []ReadRequest{{Topic: "recycled", Offset: offset, Count: count, RecordBytes: 210}})
+		if res[0].Err != nil || int64(len(res[0].Records)) != count {
+			t.Fatalf("read %d at %d: %d records, %v", count, offset, len(res[0].Records), res[0].Err)
+		}
+		for i, r := range res[0].Records {
+			if want := fmt.Sprintf("v%05d-", offset+int64(i)); r.Offset != offset+int64(i) || !strings.HasPrefix(string(r.Value), want) {
+				t.Fatalf("record %d of the read at %d: offset %d, value %.8q; want %d, %q", i, offset, r.Offset, r.Value, offset+int64(i), want)
+			}
+		}
+		return res
+	}
+	whole := read(0, n)
+	if parts := len(whole[0].bufs); parts < 2 {
+		t.Fatalf("a read of %d entries held %d reply buffers; want one per part of a split read", n, parts)
+	}
+	owned := map[*byte]bool{}
+	for _, b := range whole[0].bufs {
+		owned[unsafe.SliceData(b.b[:1])] = true
+	}
+	RecycleReads(whole)
+	if whole[0].Records != nil || whole[0].bufs != nil {
+		t.Fatal("a recycled result still holds its records")
+	}
+	reused := 0
+	for range 20 { // sync.Pool may drop what it is handed; it keeps most
+		res := read(500, 300)
+		for _, b := range res[0].bufs {
+			if owned[unsafe.SliceData(b.b[:1])] {
+				reused++
+			}
+			owned[unsafe.SliceData(b.b[:1])] = true
+		}
+		RecycleReads(res)
+	}
+	if reused < 10 && !raceEnabled || reused == 0 {
+		t.Fatalf("%d of 20 reads reused a recycled buffer", reused)
+	}
 }

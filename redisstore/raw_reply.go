@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
+
+	pool "github.com/libp2p/go-buffer-pool"
 )
 
 // The append's and the fetch's replies are read raw (go-redis's RawWriteToCmd and RawCmd) rather than
@@ -201,18 +202,42 @@ func respInt(b []byte) (int64, bool) {
 // replyBuffer collects one raw reply, written by go-redis's RawWriteToCmd: lines through Write, bulk
 // strings through ReadFrom, straight from the client's read buffer into one slice that doubles as it
 // grows (the client library's own raw reply grows by a quarter at a time, which copied a 1 MiB reply
-// some five times over).
+// some five times over). The slices come from replyBuffers and go back there when the records read
+// into them are done with (RecycleReads), or as the buffer outgrows them.
 type replyBuffer struct{ b []byte }
 
+// replyBuffers holds reply buffers by power-of-two size. A consumer catching up reads a buffer of
+// about a fetch's size per fetch; allocated anew each time, they were half of what a gateway
+// allocated serving it (with franz-go's own response buffers most of the rest), and the garbage
+// collector's and the kernel's work of freeing them (madvise) a tenth of its CPU.
+var replyBuffers pool.BufferPool
+
+// maxPooledReply is the largest buffer kept for reuse; larger ones (records of many megabytes) are left
+// to the garbage collector.
+const maxPooledReply = 16 << 20
+
 func newReplyBuffer(sizeHint int) *replyBuffer {
-	return &replyBuffer{b: make([]byte, 0, max(sizeHint, 64))}
+	return &replyBuffer{b: replyBuffers.Get(max(sizeHint, 64))[:0]}
 }
 
-// room makes room for n more bytes.
+// room makes room for n more bytes. The outgrown slice goes back to the pool: nothing points into a
+// reply while it is being read (records are parsed once it is whole).
 func (w *replyBuffer) room(n int) {
 	if cap(w.b)-len(w.b) < n {
-		w.b = slices.Grow(w.b, max(n, cap(w.b)))
+		grown := replyBuffers.Get(len(w.b) + max(n, cap(w.b)))[:len(w.b)]
+		copy(grown, w.b)
+		w.recycle()
+		w.b = grown
 	}
+}
+
+// recycle hands the buffer's slice back to the pool; w must not be used after, nor anything that
+// points into it.
+func (w *replyBuffer) recycle() {
+	if c := cap(w.b); c > 0 && c <= maxPooledReply {
+		replyBuffers.Put(w.b[:0])
+	}
+	w.b = nil
 }
 
 func (w *replyBuffer) Write(p []byte) (int, error) {

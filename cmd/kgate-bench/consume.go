@@ -146,7 +146,7 @@ func (b *bench) consumeKgate(ctx context.Context, topic string, parts int, expec
 
 // consumeBaseline reads kgate's streams of topic directly, through the store's reader: each round
 // reads page entries of every partition not yet read to its high watermark, with the reply read raw
-// and a large read split into pipelines at once, as kgate's fetch reads them. go-redis's generic reply
+// into a reused buffer and a large read split into pipelines at once, as kgate's fetch reads them. go-redis's generic reply
 // decoding (a string and an interface value per field) made the baseline slower than kgate itself.
 func (b *bench) consumeBaseline(ctx context.Context, topic string, hwm []int64, page int) (consumeRun, error) {
 	next := make([]int64, len(hwm))
@@ -171,7 +171,8 @@ func (b *bench) consumeBaseline(ctx context.Context, topic string, hwm []int64, 
 					RecordBytes: int64(1<<20) / int64(page)})
 			}
 		}
-		for k, res := range b.store.Read(ctx, reqs) {
+		results := b.store.Read(ctx, reqs)
+		for k, res := range results {
 			p := reqs[k].Partition
 			if res.Err != nil {
 				return r, res.Err
@@ -185,6 +186,7 @@ func (b *bench) consumeBaseline(ctx context.Context, topic string, hwm []int64, 
 			r.records += int64(len(res.Records))
 			next[p] = res.Records[len(res.Records)-1].Offset + 1
 		}
+		redisstore.RecycleReads(results) // as kgate's fetch does once a response is encoded
 	}
 	r.elapsed = time.Since(m0.at)
 	r.cpu = b.cpuSince(m0)

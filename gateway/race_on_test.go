@@ -1,0 +1,7 @@
+//go:build race
+
+package gateway
+
+// raceEnabled: the race detector is on, and sync.Pool drops a quarter of what it is handed, so tests
+// of reuse expect less of it.
+const raceEnabled = true
