@@ -195,12 +195,21 @@ func produceFrame(t *testing.T, corr int32) []byte {
 
 // produceFrameOf is produceFrame with the record's value.
 func produceFrameOf(t *testing.T, corr int32, value []byte) []byte {
+	return requestFrame(produceRequest(t, "appender", value), corr)
+}
+
+// produceRequest is a v9 acks=-1 Produce of one batch of values to partition 0 of topic.
+func produceRequest(t *testing.T, topic string, values ...[]byte) *kmsg.ProduceRequest {
 	t.Helper()
 	now := time.Now().UnixMilli()
+	recs := make([]protocol.Record, len(values))
+	for i, v := range values {
+		recs[i] = protocol.Record{OffsetDelta: int32(i), Timestamp: now, Value: v}
+	}
 	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
 		PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 1,
-		Records: []protocol.Record{{Value: value}},
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(len(values)),
+		LastOffsetDelta: int32(len(values) - 1), Records: recs,
 	}, protocol.CodecNone)
 	if err != nil {
 		t.Fatal(err)
@@ -208,12 +217,12 @@ func produceFrameOf(t *testing.T, corr int32, value []byte) []byte {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "appender"
+	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return requestFrame(req, corr)
+	return req
 }
 
 // apiVersionsFrame is a v3 ApiVersions request.

@@ -120,23 +120,7 @@ func TestProduceRecordsRecycled(t *testing.T) {
 func TestTailCopyPanicKeepsProduce(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	watchedTopic(t, ctx, g, store, "tail-panics", [16]byte{7})
-	now := time.Now().UnixMilli()
-	batch, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
-		PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 2, LastOffsetDelta: 1,
-		Records: []protocol.Record{{Timestamp: now, Value: []byte("a")}, {OffsetDelta: 1, Timestamp: now, Value: []byte("b")}},
-	}, protocol.CodecNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "tail-panics"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest(t, "tail-panics", []byte("a"), []byte("b"))
 
 	beforeTailCopy = func() { panic("a panic copying for the tail cache") }
 	defer func() { beforeTailCopy = nil }()
