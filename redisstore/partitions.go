@@ -15,7 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Header is one record header; a nil Value is a null header value.
+// Header is one record header; a nil Value is a null header value. In records a Read returned, Key
+// (a string) and Value point into the read's reply buffer: after RecycleReads both may change, so a
+// header key kept beyond that (a map key, a label) must be cloned.
 type Header struct {
 	Key   string
 	Value []byte
@@ -500,8 +502,9 @@ type ReadResult struct {
 
 // RecycleReads hands the reply buffers of results back for reuse, once the caller is done with them and
 // with every record in them: their keys, values and headers point into those buffers, which the next
-// read overwrites. Each result's Records is nil after. A result may be recycled once; results not
-// recycled are left to the garbage collector.
+// read overwrites. Each result's Records is nil after. Copies of a result share its buffers: recycling
+// one ends the records of every copy, so exactly one copy is recycled (a second RecycleReads of the
+// same slice does nothing). Results not recycled are left to the garbage collector.
 func RecycleReads(results []ReadResult) {
 	for i := range results {
 		r := &results[i]
@@ -826,8 +829,9 @@ func (o Offsets) Clip(recs []Record, from int64) []Record {
 	return recs[:n]
 }
 
-// parseEntries decodes a raw XRANGE reply (raw_reply.go says why raw) into records whose keys, values
-// and header values are views of raw, which is never written again. The records' headers share one
+// parseEntries decodes a raw XRANGE reply (raw_reply.go says why raw) into records whose keys, values,
+// header keys and header values are views of raw, which is not written again until the read's results
+// are recycled (RecycleReads). The records' headers share one
 // slab, sized when the first header shows up, so a reply whose records carry alike headers costs the
 // same few allocations with or without them, at any length.
 func parseEntries(raw []byte) ([]Record, error) {
