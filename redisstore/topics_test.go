@@ -524,3 +524,53 @@ func TestSetPartitionsResent(t *testing.T) {
 		}
 	})
 }
+
+// DeleteTopic frees a partition's keys with UNLINK, one per partition (its keys share a slot), never
+// DEL: a stream of millions of entries is then freed on Redis's background thread, where DEL would
+// stall Redis for every client while it frees them.
+func TestDeleteTopicUnlinks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		mustCreateTopic(t, s, "unlinked", 3)
+		for p := range int32(3) {
+			appendOne(t, s, "unlinked", p, plain("u", 2)...)
+		}
+		var mu sync.Mutex
+		var sent [][]string // every command's name and keys, during the delete
+		s.Client().AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+			mu.Lock()
+			for _, c := range cmds {
+				var args []string
+				for _, a := range c.Args() {
+					args = append(args, fmt.Sprint(a))
+				}
+				sent = append(sent, args)
+			}
+			mu.Unlock()
+			return next(ctx, cmds)
+		}))
+		if err := s.DeleteTopic(t.Context(), "unlinked"); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		unlinked := map[string]bool{}
+		for _, args := range sent {
+			switch strings.ToLower(args[0]) {
+			case "unlink":
+				for _, k := range args[1:] {
+					unlinked[k] = true
+				}
+			case "del":
+				t.Errorf("DeleteTopic sent %v", args)
+			}
+		}
+		for p := range int32(3) {
+			for _, k := range []string{s.keys.stream("unlinked", p), s.keys.meta("unlinked", p), s.keys.tindex("unlinked", p),
+				s.keys.producers("unlinked", p), s.keys.bindex("unlinked", p)} {
+				if !unlinked[k] {
+					t.Errorf("%s was not unlinked (commands sent: %q)", k, sent)
+				}
+			}
+		}
+	})
+}
