@@ -213,8 +213,7 @@ func (j *produceJob) begin() {
 				// alone, and the fetches at the end of these partitions read the records from Redis.
 				if p := recover(); p != nil {
 					j.copies = nil // complete, which adds them, waits for this goroutine first
-					mPanics.WithLabelValues("tail_copy").Inc()
-					j.c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic copying records for the tail cache")
+					notePanic(j.c.log, "tail_copy", p, debug.Stack(), "panic copying records for the tail cache")
 				}
 			}()
 			for i, b := range j.batches {

@@ -115,8 +115,7 @@ func (s *adminServer) recoverPanic(w *answerWriter, r *http.Request) {
 	case p == http.ErrAbortHandler: // net/http's own way to abort an answer, which it does not log
 		panic(p)
 	}
-	mPanics.WithLabelValues("admin").Inc()
-	s.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("path", r.URL.Path).Msg("panic serving an admin request")
+	notePanic(s.log.With().Str("path", r.URL.Path).Logger(), "admin", p, debug.Stack(), "panic serving an admin request")
 	if w.begun {
 		panic(http.ErrAbortHandler)
 	}

@@ -108,8 +108,7 @@ var errPanic = errors.New("gateway: panic serving a request")
 func (c *conn) recovered(err *error) {
 	if p := recover(); p != nil {
 		*err = fmt.Errorf("%w: %v", errPanic, p)
-		mPanics.WithLabelValues("connection").Inc()
-		c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic serving a request; closing the connection")
+		notePanic(c.log, "connection", p, debug.Stack(), "panic serving a request; closing the connection")
 	}
 }
 

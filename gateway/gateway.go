@@ -159,8 +159,7 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 	cfg.Groups.OnPanic = func(string) { mPanics.WithLabelValues("group").Inc() }
 	store.Observe(observeRedis)
 	store.ObservePanics(func(where string, p any, stack []byte) {
-		mPanics.WithLabelValues(where).Inc()
-		log.Error().Interface("panic", p).Bytes("stack", stack).Str("where", where).Msg("panic in the store; carrying on")
+		notePanic(log, where, p, stack, "panic in the store; carrying on")
 	})
 	g := &Gateway{
 		cfg:        cfg,
@@ -407,9 +406,7 @@ func (g *Gateway) runRecovered(name string, fn func(ctx context.Context)) (panic
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = true
-			mPanics.WithLabelValues(name).Inc()
-			g.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Str("loop", name).
-				Msg("panic in a background loop; restarting it")
+			notePanic(g.log, name, p, debug.Stack(), "panic in a background loop; restarting it")
 		}
 	}()
 	fn(g.bgCtx)

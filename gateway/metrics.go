@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -369,13 +370,19 @@ func (groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLagTruncated
 }
 
+// notePanic counts a recovered panic under where (kgate_panics_recovered_total) and logs it with stack,
+// the panicking goroutine's (debug.Stack() taken while the panic is being recovered).
+func notePanic(log zerolog.Logger, where string, p any, stack []byte, msg string) {
+	mPanics.WithLabelValues(where).Inc()
+	log.Error().Interface("panic", p).Bytes("stack", stack).Str("where", where).Msg(msg)
+}
+
 // Collect runs on a goroutine of the registry's, which nothing else recovers: a panic ends the scrape's
 // group series, not the process.
 func (c groupCollector) Collect(ch chan<- prometheus.Metric) {
 	defer func() {
 		if p := recover(); p != nil {
-			mPanics.WithLabelValues("metrics").Inc()
-			c.g.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic collecting group metrics")
+			notePanic(c.g.log, "metrics", p, debug.Stack(), "panic collecting group metrics")
 		}
 	}()
 	c.g.collectGroups(ch)

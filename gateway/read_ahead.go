@@ -114,8 +114,7 @@ func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.Re
 func (c *conn) readAheadRead(ctx context.Context, reqs []redisstore.ReadRequest) (res []redisstore.ReadResult) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic reading ahead")
-			mPanics.WithLabelValues("read_ahead").Inc()
+			notePanic(c.log, "read_ahead", p, debug.Stack(), "panic reading ahead")
 			res = make([]redisstore.ReadResult, len(reqs))
 			for i := range res {
 				res[i].Err = errPanic

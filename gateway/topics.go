@@ -184,8 +184,7 @@ func (c *topicCache) backgroundReload(now time.Time) *pendingReload {
 			p := recover()
 			if p != nil {
 				r.err = fmt.Errorf("%w: %v", errPanic, p)
-				mPanics.WithLabelValues("topic_reload").Inc()
-				c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("panic reloading the topic registry")
+				notePanic(c.log, "topic_reload", p, debug.Stack(), "panic reloading the topic registry")
 			}
 			c.mu.Lock()
 			if p != nil {

@@ -561,6 +561,7 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 	for _, part := range more {
 		for i := range out {
 			m := &part[i]
+			out[i].bufs = append(out[i].bufs, m.bufs...) // their records, or none, and recycled alike
 			if out[i].Err == nil {
 				out[i].Err = m.Err
 			}
@@ -578,25 +579,18 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 			}
 		}
 	}
-	for _, part := range more {
-		for i := range out {
-			out[i].bufs = append(out[i].bufs, part[i].bufs...) // their records, or none, and recycled alike
-		}
-	}
 	if len(again) == 0 {
 		return
 	}
 	res := make([]ReadResult, len(reqs))
 	s.readPieces(ctx, reqs, again, false, nil, res)
-	for _, p := range again {
+	for _, p := range again { // one piece per request (cut)
+		out[p.req].bufs = append(out[p.req].bufs, res[p.req].bufs...)
 		if err := res[p.req].Err; err != nil {
 			out[p.req].Err = err
 			continue
 		}
 		out[p.req].Records = append(out[p.req].Records, out[p.req].Offsets.Clip(res[p.req].Records, reqs[p.req].Offset)...)
-	}
-	for i := range res {
-		out[i].bufs = append(out[i].bufs, res[i].bufs...)
 	}
 }
 
