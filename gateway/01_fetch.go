@@ -215,11 +215,10 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		rd = c.readFetch(ctx, parts, maxBytes, false, &arrival)
 		break
 	}
-	if !rd.failed {
-		// Before the encoding, which it overlaps: a consumer catching up waits for this read next.
-		c.readAheadAfter(parts, maxBytes)
+	// Before the encoding, which it overlaps: a consumer catching up waits for this read next.
+	if rd.failed || !c.readAheadAfter(parts, maxBytes) {
+		c.dropSpeculation() // guesses readAheadAfter did not adopt: a miss
 	}
-	c.dropSpeculation() // a guess readAheadAfter did not adopt: a miss
 	c.encodeFetch(parts, rd.results)
 	redisstore.RecycleReads(rd.results) // the records are encoded (copied) into the response
 	for _, p := range parts {
@@ -321,24 +320,29 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 // readAheadAfter starts reading what the connection's next fetch will ask for when the response
 // leaves records behind in some partition, or makes the fetch's speculative read that read-ahead when
 // it guessed the offsets right (read_ahead.go).
-func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) {
+func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) (adopted bool) {
 	more := false
 	for i := range parts {
 		more = more || parts[i].more
 	}
 	if !more || !c.wantReadAhead() {
-		return
+		return false
 	}
 	reqs, ids := planReads(parts, maxBytes, true), topicIDs(parts)
-	if spec := c.spec; spec != nil && spec.order(reqs, ids) != nil {
-		c.spec, c.specMisses = nil, 0
+	if len(c.specs) > 0 && c.specs[0].order(reqs, ids) != nil {
+		spec, n := c.specs[0], len(c.specs)
+		copy(c.specs, c.specs[1:])
+		c.specs[n-1] = nil
+		c.specs = c.specs[:n-1]
+		c.specMisses = 0
 		c.dropReadAhead()
 		c.ahead = spec
 		spec.took = tookOf(parts)
 		mReadAheadSpec.Inc()
-		return
+		return true
 	}
 	c.startReadAhead(parts, reqs, ids)
+	return false
 }
 
 func topicIDs(parts []fetchPart) [][16]byte {

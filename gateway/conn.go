@@ -38,7 +38,7 @@ type conn struct {
 	outBufs []*[]byte
 	// ahead is the read-ahead for the next fetch (read_ahead.go); aheadWG tracks its reads.
 	ahead   *readAhead
-	spec    *readAhead // the read a fetch started for the next one from a guess (speculate)
+	specs   []*readAhead // reads for coming fetches from guesses, the nearest first (speculate)
 	aheadWG sync.WaitGroup
 	// specMisses counts speculations in a row the fetch did not take, specSkipped the chances passed
 	// up since.

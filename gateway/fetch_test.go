@@ -1093,8 +1093,9 @@ func TestFetchSessionEpochWithoutSession(t *testing.T) {
 // A consumer deep in a backlog: a fetch taking a read-ahead of whole counts starts the next fetch's
 // read at once, guessing its response takes as many records as the one before, and the next fetch
 // uses it when its response ends there (every record once and in order either way), for small records
-// and for large ones, of which a read asks for one more than a response takes. After three misses in a
-// row a connection guesses only now and then.
+// and for large ones, of which a read asks for one more than a response takes. While the guesses hold,
+// the fetch after the next is being read too (specDepth). After three misses in a row a connection
+// guesses only now and then.
 func TestFetchSpeculativeReadAhead(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	createTopic(t, store, "spec", 1)
@@ -1103,10 +1104,12 @@ func TestFetchSpeculativeReadAhead(t *testing.T) {
 	const n = 4000
 	appendValues(t, ctx, store, "spec", 0, n, 100)
 	c := fetchConn(t, g)
+	deepest := 0 // most guessed reads left in flight after a fetch, beyond the next fetch's
 	consume := func(from, to int64) (fetches int) {
 		for next := from; next < to; fetches++ {
 			sp := fetchOne(t, ctx, c, fetchRequest("spec", 0, next, 16<<10, 1<<20))
 			c.releaseOutBufs()
+			deepest = max(deepest, len(c.specs))
 			got := batchOffsets(t, sp.RecordBatches)
 			if sp.ErrorCode != 0 || len(got) == 0 {
 				t.Fatalf("fetch %d at %d: error %d, %d records", fetches, next, sp.ErrorCode, len(got))
@@ -1124,6 +1127,9 @@ func TestFetchSpeculativeReadAhead(t *testing.T) {
 	fetches := consume(0, n)
 	if used := testutil.ToFloat64(mReadAheadSpec) - before; used < float64(fetches)/2 {
 		t.Fatalf("%d fetches of equal records used %v speculative reads, want most", fetches, used)
+	}
+	if deepest != 1 {
+		t.Fatalf("at most %d guessed reads in flight beyond the next fetch's, want 1", deepest)
 	}
 	// Large records: a read asks for one more entry than fits, and each response leaves it; the guess
 	// follows what the response before took.
@@ -1161,10 +1167,10 @@ func TestFetchSpeculativeReadAhead(t *testing.T) {
 	// Whatever a fetch does, it leaves no speculative read behind: here one at the end of the
 	// partition, which starts no read-ahead.
 	c.dropReadAhead()
-	c.spec = c.newReadAhead([]redisstore.ReadRequest{{Topic: "spec", Partition: 0, Offset: 0, Count: 1}}, [][16]byte{{}})
+	c.specs = append(c.specs, c.newReadAhead([]redisstore.ReadRequest{{Topic: "spec", Partition: 0, Offset: 0, Count: 1}}, [][16]byte{{}}))
 	fetchOne(t, ctx, c, fetchRequest("spec", 0, 2*n, 16<<10, 1<<20))
 	c.releaseOutBufs()
-	if c.spec != nil {
+	if len(c.specs) != 0 {
 		t.Fatal("a speculative read kept after a fetch")
 	}
 }

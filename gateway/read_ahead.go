@@ -35,6 +35,7 @@ type readAhead struct {
 	reqs   []redisstore.ReadRequest
 	ids    [][16]byte // topic ID of each request
 	took   []int64    // records of each partition the response before it took (speculate's guess)
+	held   int64      // bytes a speculative read holds, estimated (specMaxBytes)
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the read ended
 
@@ -63,49 +64,103 @@ func tookOf(parts []fetchPart) []int64 {
 // in a backlog) will most likely take as many records of each as the response before it did: records
 // of a backlog are alike, and fetch sizing reads about as many entries as the byte limits take. The
 // fetch then starts reading for the next one at once (speculate), from that guess, before the
-// read-ahead has its records: two reads are in flight instead of one, and the next fetch's read starts
-// a whole read earlier. The speculation is used only if the response ends where it guessed
-// (readAheadAfter); otherwise it is dropped and a read-ahead starts as before. At most specMaxBytes are
-// read that way, counting each entry's reply bytes and its parsed record besides its stored size
-// (specEntryOverhead): about two partitions at a 1 MiB limit. Where a read spans more partitions it
-// already runs as many pipelines in parallel, and a second read in flight only competed for the CPU
-// (1 KB x 8 partitions measured slower with it).
+// read-ahead has its records, and for the one after it, from the same guess: a read then has two
+// fetch cycles to finish instead of part of one, while Redis, the gateway's parsing and the client's
+// decoding compete for the same cores (one step ahead, a consumer of 1 KB records at one partition
+// waited for its read-ahead a fifth of the time). A guess is used only if the response ends where it
+// guessed (readAheadAfter); otherwise every guess is dropped and a read-ahead starts as before. At most
+// specMaxBytes are read that way, counting each entry's reply bytes and its parsed record besides its
+// stored size (specEntryOverhead): two guesses of one partition at a 1 MiB limit, one of two. Where a
+// read spans more partitions it already runs as many pipelines in parallel, and a second read in
+// flight only competed for the CPU (1 KB x 8 partitions measured slower with it).
 const (
 	specMaxBytes      = 4 << 20
 	specEntryOverhead = 80 + int64(unsafe.Sizeof(redisstore.Record{}))
 )
 
-// speculate starts c.spec for parts' fetch (max_bytes maxBytes, planned as reqs) when the read-ahead
-// it is about to take reads a whole count of entries of each partition.
+// specDepth is how many fetches ahead a connection reads on guesses (speculate).
+const specDepth = 2
+
+// speculate extends c.specs, the reads for the fetches after parts' (max_bytes maxBytes, planned as
+// reqs), up to specDepth of them, when the read-ahead it is about to take reads a whole count of
+// entries of each partition: each guess takes the records of the read before it as the read-ahead's
+// response took.
 func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.ReadRequest, ids [][16]byte) {
 	ra := c.ahead
 	order := ra.order(reqs, ids)
-	if order == nil {
+	if order == nil || ra.took == nil {
 		return
 	}
+	took := make([]int64, len(parts))
+	for i, j := range order {
+		took[i] = ra.took[j]
+	}
+	base, baseOrder := ra, order
+	held := int64(0)
+	if n := len(c.specs); n > 0 {
+		base, baseOrder = c.specs[n-1], inOrder(c.specs[n-1].reqs, parts)
+		if baseOrder == nil {
+			return
+		}
+		for _, s := range c.specs {
+			held += s.held
+		}
+	}
+	for len(c.specs) < specDepth {
+		guess, h := guessAfter(parts, base, baseOrder, took)
+		if guess == nil || held+h > specMaxBytes {
+			return
+		}
+		// Records of varied sizes make the guesses miss: after readAheadMaxMisses in a row, one
+		// chance in readAheadRetry is taken, until one is used again.
+		if c.specMisses >= readAheadMaxMisses {
+			if c.specSkipped++; c.specSkipped%readAheadRetry != 0 {
+				return
+			}
+		}
+		held += h
+		s := c.newReadAhead(planReads(guess, maxBytes, true), ids)
+		s.held = h
+		c.specs = append(c.specs, s)
+		base, baseOrder = s, nil
+	}
+}
+
+// guessAfter is parts as the fetch after base's read would ask for them, each partition taking took
+// records of it, and the bytes a read of them holds; nil when base reads a partition near its end or
+// one whose response took nothing. order maps parts to base's requests (nil: the same order).
+func guessAfter(parts []fetchPart, base *readAhead, order []int, took []int64) ([]fetchPart, int64) {
 	guess := make([]fetchPart, len(parts))
 	copy(guess, parts)
 	held := int64(0)
 	for i := range guess {
-		j := order[i]
-		r := ra.reqs[j]
-		if r.Count <= 0 || r.Expect != r.Count || ra.took == nil || ra.took[j] <= 0 {
-			return // a partition near its end, or one whose last response took nothing
+		j := i
+		if order != nil {
+			j = order[i]
 		}
-		guess[i].next = r.Offset + min(r.Count, ra.took[j])
+		r := base.reqs[j]
+		if r.Count <= 0 || r.Expect != r.Count || took[i] <= 0 {
+			return nil, 0
+		}
+		guess[i].next = r.Offset + min(r.Count, took[i])
 		held += r.Count * (max(guess[i].sizing.stored.Load(), 1) + specEntryOverhead)
 	}
-	if held > specMaxBytes {
-		return
+	return guess, held
+}
+
+// inOrder maps parts to reqs of the same partitions in the same order, or is nil.
+func inOrder(reqs []redisstore.ReadRequest, parts []fetchPart) []int {
+	if len(reqs) != len(parts) {
+		return nil
 	}
-	// Records of varied sizes make the guesses miss: after readAheadMaxMisses in a row, one chance in
-	// readAheadRetry is taken, until one is used again.
-	if c.specMisses >= readAheadMaxMisses {
-		if c.specSkipped++; c.specSkipped%readAheadRetry != 0 {
-			return
+	order := make([]int, len(parts))
+	for i := range parts {
+		if reqs[i].Topic != parts[i].key.topic || reqs[i].Partition != parts[i].key.partition {
+			return nil
 		}
+		order[i] = i
 	}
-	c.spec = c.newReadAhead(planReads(guess, maxBytes, true), ids) // nil until now: fetch drops it at its end
+	return order
 }
 
 // readAheadRead is a read-ahead's read. A panic in it, recovered here (this goroutine is not the
@@ -124,11 +179,14 @@ func (c *conn) readAheadRead(ctx context.Context, reqs []redisstore.ReadRequest)
 	return c.g.store.Read(ctx, reqs)
 }
 
-// dropSpeculation cancels a speculative read the fetch did not take, a miss.
+// dropSpeculation cancels the speculative reads the fetch did not take, a miss.
 func (c *conn) dropSpeculation() {
-	if c.spec != nil {
-		c.spec.cancel()
-		c.spec = nil
+	if len(c.specs) > 0 {
+		for i, s := range c.specs {
+			s.cancel()
+			c.specs[i] = nil
+		}
+		c.specs = c.specs[:0]
 		c.specMisses++
 	}
 }
