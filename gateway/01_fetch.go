@@ -329,17 +329,11 @@ func (c *conn) readAheadAfter(parts []fetchPart, maxBytes int32) (adopted bool) 
 		return false
 	}
 	reqs, ids := planReads(parts, maxBytes, true), topicIDs(parts)
-	if len(c.specs) > 0 && c.specs[0].order(reqs, ids) != nil {
-		spec, n := c.specs[0], len(c.specs)
-		copy(c.specs, c.specs[1:])
-		c.specs[n-1] = nil
-		c.specs = c.specs[:n-1]
-		c.specMisses = 0
-		c.dropReadAhead()
-		c.ahead = spec
-		spec.took = tookOf(parts)
-		mReadAheadSpec.Inc()
-		return true
+	if len(c.specs) > 0 {
+		if order := c.specs[0].order(reqs, ids); order != nil {
+			c.adoptSpeculation(parts, order)
+			return true
+		}
 	}
 	c.startReadAhead(parts, reqs, ids)
 	return false

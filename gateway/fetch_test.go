@@ -1175,6 +1175,72 @@ func TestFetchSpeculativeReadAhead(t *testing.T) {
 	}
 }
 
+// A client that alternates the order of its partitions between fetches (franz-go rotates them) keeps
+// its guesses: the guess for the fetch after the next, made in one order and taken in the other,
+// guesses each partition from what that partition's response took, not its neighbour's.
+func TestFetchSpeculationPartitionsReordered(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	createTopic(t, store, "spec-order", 2)
+	t.Cleanup(func() { forgetSizing("spec-order") })
+	appendValues(t, ctx, store, "spec-order", 0, 3000, 100)
+	appendValues(t, ctx, store, "spec-order", 1, 3000, 400)
+	c := fetchConn(t, g)
+	next := [2]int64{}
+	before := testutil.ToFloat64(mReadAheadSpec)
+	const fetches = 25
+	for f := range fetches {
+		first := int32(f % 2)
+		req := fetchRequest("spec-order", first, next[first], 8<<10, 1<<20)
+		fetchAlso(req, 1-first, next[1-first])
+		resp, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range resp.(*kmsg.FetchResponse).Topics[0].Partitions {
+			got := batchOffsets(t, sp.RecordBatches)
+			if sp.ErrorCode != 0 || len(got) == 0 || got[0] != next[sp.Partition] {
+				t.Fatalf("fetch %d, partition %d at %d: error %d, offsets %v", f, sp.Partition, next[sp.Partition], sp.ErrorCode, got)
+			}
+			next[sp.Partition] += int64(len(got))
+		}
+		c.releaseOutBufs()
+	}
+	if used := testutil.ToFloat64(mReadAheadSpec) - before; used < fetches-4 {
+		t.Fatalf("%d fetches alternating their partitions' order used %v guesses, want all but the first few", fetches, used)
+	}
+}
+
+// A guess read two fetches early is kept readAheadKeep from when it became the read-ahead, not from
+// its read's end: a consumer that takes longer than half of readAheadKeep between fetches still gets
+// its records read ahead.
+func TestFetchSpeculationKeptFromAdoption(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	createTopic(t, store, "spec-keep", 1)
+	t.Cleanup(func() { forgetSizing("spec-keep") })
+	keep := readAheadKeep
+	readAheadKeep = 400 * time.Millisecond
+	t.Cleanup(func() { readAheadKeep = keep })
+	appendValues(t, ctx, store, "spec-keep", 0, 2000, 100)
+	c := fetchConn(t, g)
+	next := int64(0)
+	unused := testutil.ToFloat64(mReadAheadUnused)
+	for f := range 8 {
+		if f > 0 {
+			time.Sleep(250 * time.Millisecond) // the consumer at work
+		}
+		sp := fetchOne(t, ctx, c, fetchRequest("spec-keep", 0, next, 16<<10, 1<<20))
+		got := batchOffsets(t, sp.RecordBatches)
+		c.releaseOutBufs()
+		if sp.ErrorCode != 0 || len(got) == 0 || got[0] != next {
+			t.Fatalf("fetch %d at %d: error %d, offsets %v", f, next, sp.ErrorCode, got)
+		}
+		next += int64(len(got))
+	}
+	if n := testutil.ToFloat64(mReadAheadUnused) - unused; n != 0 || c.aheadMisses != 0 {
+		t.Fatalf("%v read-aheads expired unused (%d misses in a row), want none", n, c.aheadMisses)
+	}
+}
+
 // batchOffsets is the offsets of the records in a fetch response's record batches.
 func batchOffsets(t *testing.T, set []byte) []int64 {
 	t.Helper()

@@ -24,12 +24,14 @@ import (
 // response ended, of the same topic incarnations (topic IDs); and only when it holds enough bytes to
 // answer at once (otherwise the fetch reads afresh before long-polling, so an append made since is not
 // missed). A connection keeps at most one read-ahead, dropped when the next fetch does not match or
-// after readAheadKeep unused, and at most one speculative read (speculate) while a fetch runs; the
-// connection waits for its reads when it closes.
+// after readAheadKeep unused, and at most specDepth speculative reads (speculate); the connection
+// waits for its reads when it closes.
 
 // readAheadKeep is how long an unused read-ahead holds its records (a paused consumer's connection
-// should not keep a response's worth of memory).
-const readAheadKeep = 5 * time.Second
+// should not keep a response's worth of memory), counted from its read's end or from when a guess
+// became the read-ahead, whichever is later: a guess read two fetches early waits for two fetches. A
+// variable for tests.
+var readAheadKeep = 5 * time.Second
 
 type readAhead struct {
 	reqs   []redisstore.ReadRequest
@@ -38,6 +40,7 @@ type readAhead struct {
 	held   int64      // bytes a speculative read holds, estimated (specMaxBytes)
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the read ended
+	renew  chan struct{} // restarts readAheadKeep: a guess read two fetches early became the read-ahead
 
 	mu  sync.Mutex
 	res []redisstore.ReadResult // nil once expired
@@ -106,14 +109,14 @@ func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.Re
 			held += s.held
 		}
 	}
-	for len(c.specs) < specDepth {
+	for chance := true; len(c.specs) < specDepth; chance = false {
 		guess, h := guessAfter(parts, base, baseOrder, took)
 		if guess == nil || held+h > specMaxBytes {
 			return
 		}
 		// Records of varied sizes make the guesses miss: after readAheadMaxMisses in a row, one
-		// chance in readAheadRetry is taken, until one is used again.
-		if c.specMisses >= readAheadMaxMisses {
+		// chance in readAheadRetry is taken (a fetch is one chance), until one is used again.
+		if chance && c.specMisses >= readAheadMaxMisses {
 			if c.specSkipped++; c.specSkipped%readAheadRetry != 0 {
 				return
 			}
@@ -179,6 +182,30 @@ func (c *conn) readAheadRead(ctx context.Context, reqs []redisstore.ReadRequest)
 	return c.g.store.Read(ctx, reqs)
 }
 
+// adoptSpeculation makes the nearest guess the read-ahead for the fetch after the one answering parts;
+// order maps parts to the guess's requests, which follow the partition order of the fetch that made
+// it (clients may reorder partitions between fetches), and took, the guess for the reads after it,
+// follows that order too.
+func (c *conn) adoptSpeculation(parts []fetchPart, order []int) {
+	spec, n := c.specs[0], len(c.specs)
+	copy(c.specs, c.specs[1:])
+	c.specs[n-1] = nil
+	c.specs = c.specs[:n-1]
+	c.specMisses = 0
+	c.dropReadAhead()
+	c.ahead = spec
+	took := tookOf(parts)
+	spec.took = make([]int64, len(took))
+	for i, j := range order {
+		spec.took[j] = took[i]
+	}
+	select {
+	case spec.renew <- struct{}{}:
+	default:
+	}
+	mReadAheadSpec.Inc()
+}
+
 // dropSpeculation cancels the speculative reads the fetch did not take, a miss.
 func (c *conn) dropSpeculation() {
 	if len(c.specs) > 0 {
@@ -194,7 +221,7 @@ func (c *conn) dropSpeculation() {
 // newReadAhead starts reading reqs in the background.
 func (c *conn) newReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) *readAhead {
 	ctx, cancel := context.WithCancel(c.g.bgCtx)
-	ra := &readAhead{reqs: reqs, ids: ids, cancel: cancel, done: make(chan struct{})}
+	ra := &readAhead{reqs: reqs, ids: ids, cancel: cancel, done: make(chan struct{}), renew: make(chan struct{}, 1)}
 	c.aheadWG.Go(func() {
 		res := c.readAheadRead(ctx, ra.reqs)
 		ra.mu.Lock()
@@ -203,9 +230,15 @@ func (c *conn) newReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) *read
 		close(ra.done)
 		keep := time.NewTimer(readAheadKeep)
 		defer keep.Stop()
-		select {
-		case <-ctx.Done(): // taken or dropped
-		case <-keep.C:
+		for kept := true; kept; {
+			select {
+			case <-ctx.Done(): // taken or dropped
+				kept = false
+			case <-keep.C:
+				kept = false
+			case <-ra.renew:
+				keep.Reset(readAheadKeep)
+			}
 		}
 		ra.mu.Lock()
 		ra.res = nil
