@@ -65,19 +65,23 @@ func tookOf(parts []fetchPart) []int64 {
 }
 
 // A fetch that takes a read-ahead reading whole counts of entries of every partition (a consumer deep
-// in a backlog) will most likely take as many records of each as the response before it did: records
-// of a backlog are alike, and fetch sizing reads about as many entries as the byte limits take. The
-// fetch then starts reading for the next one at once (speculate), from that guess, before the
-// read-ahead has its records, and for the one after it, from the same guess: a read then has two
-// fetch cycles to finish instead of part of one, while Redis, the gateway's parsing and the client's
-// decoding compete for the same cores (one step ahead, a consumer of 1 KB records at one partition
-// waited for its read-ahead a fifth of the time). A guess is used only if the response ends where it
-// guessed (readAheadAfter); otherwise every guess is dropped and a read-ahead starts as before. At most
-// specMaxBytes are read that way, counting each entry's reply bytes and its parsed record besides its
-// stored size (specEntryOverhead): at a 1 MiB limit, two guesses of one partition of 1 KB records (1.2
-// MB each), one of 100-byte records (2.4 MB: their parsed records weigh more than their bytes). Where a
-// read spans more partitions it already runs as many pipelines in parallel, and a second read in
-// flight only competed for the CPU (1 KB x 8 partitions measured slower with it).
+// in a backlog) will most likely take as many records of each as the response before it did: records of
+// a backlog are alike, and fetch sizing reads about as many entries as the byte limits take. The fetch
+// then starts reading for the next one at once (speculate), from that guess, before the read-ahead has
+// its records, and, once it has them and their fresh offsets, for the one after it, from the same
+// guess: a read then has two fetch cycles to finish instead of part of one, while Redis, the gateway's
+// parsing and the client's decoding compete for the same cores (one step ahead, a consumer of 1 KB
+// records at one partition waited for its read-ahead a fifth of the time). A guess is used only if the
+// response ends where it guessed (readAheadAfter); otherwise every guess is dropped and a read-ahead
+// starts as before. At most specMaxBytes are read that way, counting each entry's reply bytes and its
+// parsed record besides its stored size (specEntryOverhead): at a 1 MiB limit, two guesses of one
+// partition of 1 KB records (1.2 MB each), one of 100-byte records (2.4 MB: their parsed records weigh
+// more than their bytes). Where a read spans more partitions it already runs as many pipelines in
+// parallel, and a second read in flight only competed for the CPU (1 KB x 8 partitions measured slower
+// with it). The second guess waits for the fresh offsets' round trip, which otherwise waited in Redis
+// behind its XRANGE, a response's worth of entries: 2.2 ms of a 4.4 ms fetch at 1 KB x 1 partition, 1.1
+// ms with the guess started after it. The first cannot wait: 100-byte records at one partition, a guess
+// deep, were a tenth slower with it started after.
 const (
 	specMaxBytes      = 4 << 20
 	specEntryOverhead = 80 + int64(unsafe.Sizeof(redisstore.Record{}))
@@ -87,11 +91,10 @@ const (
 const specDepth = 2
 
 // speculate extends c.specs, the reads for the fetches after parts' (max_bytes maxBytes, planned as
-// reqs), up to specDepth of them, when the read-ahead it is about to take reads a whole count of
-// entries of each partition: each guess takes the records of the read before it as the read-ahead's
-// response took.
-func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.ReadRequest, ids [][16]byte) {
-	ra := c.ahead
+// reqs), up to depth of them, when ra, the read-ahead the fetch takes, reads a whole count of entries
+// of each partition: each guess takes the records of the read before it as the read-ahead's response
+// took.
+func (c *conn) speculate(ra *readAhead, parts []fetchPart, maxBytes int32, reqs []redisstore.ReadRequest, ids [][16]byte, depth int) {
 	order := ra.order(reqs, ids)
 	if order == nil || ra.took == nil {
 		return
@@ -111,13 +114,14 @@ func (c *conn) speculate(parts []fetchPart, maxBytes int32, reqs []redisstore.Re
 			held += s.held
 		}
 	}
-	for chance := true; len(c.specs) < specDepth; chance = false {
+	for chance := len(c.specs) == 0; len(c.specs) < depth; chance = false {
 		guess, h := guessAfter(parts, base, baseOrder, took)
 		if guess == nil || held+h > specMaxBytes {
 			return
 		}
 		// Records of varied sizes make the guesses miss: after readAheadMaxMisses in a row, one
-		// chance in readAheadRetry is taken (a fetch is one chance), until one is used again.
+		// chance in readAheadRetry is taken (a fetch is one chance; extending the guesses it
+		// started is not another), until one is used again.
 		if chance && c.specMisses >= readAheadMaxMisses {
 			if c.specSkipped++; c.specSkipped%readAheadRetry != 0 {
 				return
