@@ -47,7 +47,7 @@ var (
 	}, []string{"topic"})
 	mReadAhead = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kgate_fetch_read_ahead_total",
-		Help: "Background reads for a connection's next fetch, by outcome: used, or unused (the fetch asked for other offsets, or the read failed or expired); speculative counts those a fetch started before its own read-ahead had its records, on the guess that its response would take them all, that became the read-ahead (and then count as used or unused too).",
+		Help: "Background reads for a connection's next fetch, by outcome: used, or unused (the fetch asked for other offsets, or the read failed or expired); speculative counts those an earlier fetch started on a guess of where the responses before them would end (before it knew), that became the read-ahead (and then count as used or unused too).",
 	}, []string{"outcome"})
 	mTailCache = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kgate_fetch_tail_cache_total",
