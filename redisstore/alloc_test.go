@@ -59,7 +59,7 @@ func checkArgSlabs(t *testing.T, s *Store, b *Batch) {
 	t.Helper()
 	keys := s.partKeys(b)
 	sc := new(appendScratch)
-	xadds, eval := s.multiArgs(b, keys, sc)
+	xadds, eval := s.multiArgs(b, keys, sc, 1)
 	nstrs, nints, nargs := b.multiArgCounts(len(keys), b.timeCandidates())
 	// Strings may be sized a few over (a header without a value takes none).
 	if len(sc.args.ints) != nints || len(sc.args.args) != nargs || len(sc.args.strs) > nstrs {
@@ -151,9 +151,9 @@ func TestAppendScratchReused(t *testing.T) {
 		}
 		return string(out)
 	}
-	want := render(s.multiArgs(small, s.partKeys(small), new(appendScratch)))
+	want := render(s.multiArgs(small, s.partKeys(small), new(appendScratch), 1))
 	sc := new(appendScratch)
-	s.multiArgs(big, s.partKeys(big), sc)
+	s.multiArgs(big, s.partKeys(big), sc, 1)
 	sc.queueXADDs(context.Background(), sc.xadds)
 	sc.reset()
 	for i, a := range sc.args.args[:cap(sc.args.args)] {
@@ -166,7 +166,7 @@ func TestAppendScratchReused(t *testing.T) {
 			t.Fatalf("reset scratch: XADD %d still set", i)
 		}
 	}
-	if got := render(s.multiArgs(small, s.partKeys(small), sc)); got != want {
+	if got := render(s.multiArgs(small, s.partKeys(small), sc, 1)); got != want {
 		t.Errorf("reused scratch built\n%s\nwant\n%s", got, want)
 	}
 }

@@ -51,7 +51,7 @@ var ErrStrayEntries = errors.New("redisstore: unfinished appends removed; retry"
 // KEYS: stream, meta, tindex, producers, bindex. ARGV: producer id (-1: none), epoch, base sequence, n,
 // k, then k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate),
 // then m and the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition), then
-// the batch's bytes (recordBytes, summed).
+// the batch's bytes (recordBytes, summed), then the time now (ms, the producer state's last use).
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
 // | -3 run refused | -4 unacknowledged entries removed, retry}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
 // (UNKNOWN_TOPIC_OR_PARTITION), its XADDs undone, and the stream goes if that leaves it empty.
@@ -104,7 +104,7 @@ for i = 1, m do
   table.insert(subs, 1, string.format('%d:%d:%d', s, last, o))
   s, o = (last + 1) % 2147483648, o + c
 end
-finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6, tonumber(ARGV[8 + 2 * k + m]))
+finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6, tonumber(ARGV[8 + 2 * k + m]), ARGV[9 + 2 * k + m])
 return {nxt, start, 0}
 `
 
@@ -120,8 +120,9 @@ var (
 )
 
 // multiArgs builds one batch's commands in sc: an XADD argument list per record and the FCALL (or
-// EVAL) arguments. Every argument is a pointer into sc's slabs, grown up front for the batch.
-func (s *Store) multiArgs(b *Batch, keys []string, sc *appendScratch) (xadds [][]any, eval []any) {
+// EVAL) arguments, now (ms) the time the producer state records as its last use. Every argument is a
+// pointer into sc's slabs, grown up front for the batch.
+func (s *Store) multiArgs(b *Batch, keys []string, sc *appendScratch, now int64) (xadds [][]any, eval []any) {
 	cands, subs := b.timeCandidates(), max(len(b.runOf), 1)
 	a := &sc.args
 	a.grow(b.multiArgCounts(len(keys), cands))
@@ -175,6 +176,7 @@ func (s *Store) multiArgs(b *Batch, keys []string, sc *appendScratch) (xadds [][
 		a.addInt(0)
 	}
 	a.addInt(bytes)
+	a.addInt(now)
 	return xadds, a.args[from:]
 }
 
@@ -190,8 +192,8 @@ func (b *Batch) multiArgCounts(nkeys, cands int) (nstrs, nints, nargs int) {
 		nargs += 5 + 2*fc
 	}
 	subs := max(len(b.runOf), 1)
-	nints += 2*cands + 1 + subs + 2
-	nargs += 3 + nkeys + 5 + 2*cands + 1 + subs + 2 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known, bytes
+	nints += 2*cands + 1 + subs + 3
+	nargs += 3 + nkeys + 5 + 2*cands + 1 + subs + 3 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known, bytes, now
 	return nstrs, nints, nargs
 }
 
@@ -451,8 +453,9 @@ func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Bat
 	pipe := c.Pipeline()
 	execs := make([]*redis.RawCmd, len(batches))
 	finishes := make([]*redis.Cmd, len(batches))
+	now := time.Now().UnixMilli()
 	for i, b := range batches {
-		xadds, eval := s.multiArgs(b, s.partKeys(b), sc)
+		xadds, eval := s.multiArgs(b, s.partKeys(b), sc, now)
 		sc.queue(redis.NewCmd(ctx, &cmdMULTI))
 		sc.queueXADDs(ctx, xadds) // "+QUEUED" (raw_reply.go)
 		finishes[i] = redis.NewCmd(ctx, eval...)

@@ -86,7 +86,7 @@ func BenchmarkMultiArgs(b *testing.B) {
 			keys := s.partKeys(batch)
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				benchrec.PerRecord(b, n, func() {
-					if xadds, eval := s.multiArgs(batch, keys, new(appendScratch)); len(xadds) != n || len(eval) < 9 {
+					if xadds, eval := s.multiArgs(batch, keys, new(appendScratch), 1); len(xadds) != n || len(eval) < 9 {
 						b.Fatalf("%d xadds, %d eval args", len(xadds), len(eval))
 					}
 				})

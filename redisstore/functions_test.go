@@ -115,6 +115,46 @@ func TestAppendFinishesWithFunction(t *testing.T) {
 	})
 }
 
+// The finish function stamps an idempotent producer's state with the gateway's clock, passed in,
+// rather than a redis.call('TIME') per batch (a tenth of the function's time), and the expiry reads
+// that stamp. On a server of its own: any other test's append could call TIME meanwhile.
+func TestAppendStampsProducerWithGatewayClock(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	ctx := t.Context()
+	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	if !s.autoSeq.Load() || s.noFunctions.Load() {
+		t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq.Load(), s.noFunctions.Load())
+	}
+	topic := mustCreateTopic(t, s, "stamped", 2).Name
+	var seq [2]int32
+	time0, _ := commandStats(t, s, "time")
+	before := time.Now().UnixMilli()
+	for range 3 {
+		for i, r := range s.Append(ctx, []*Batch{idempotentBatch(topic, 0, &seq[0], 4), idempotentBatch(topic, 1, &seq[1], 4)}) {
+			if r.Err != nil {
+				t.Fatalf("batch %d: %v", i, r.Err)
+			}
+		}
+	}
+	after := time.Now().UnixMilli()
+	if calls, _ := commandStats(t, s, "time"); calls != time0 {
+		t.Fatalf("TIME called %d times by 6 appends", calls-time0)
+	}
+	for p := range int32(2) {
+		used, err := s.rdb.HGet(ctx, s.keys.meta(topic, p), "t:42").Int64()
+		if err != nil || used < before || used > after {
+			t.Fatalf("partition %d: last use %d, %v; want within [%d, %d]", p, used, err, before, after)
+		}
+	}
+	if n, err := s.ExpireProducers(ctx, topic, []int32{0, 1}, time.UnixMilli(after+1), time.Now()); err != nil || n != 2 {
+		t.Fatalf("expiry at a cutoff past the stamps dropped %d, %v; want 2", n, err)
+	}
+}
+
 // A master that lost the library (FUNCTION FLUSH; a new cluster node) gets it back, and the batches
 // whose FCALL failed after their XADDs are stored once, densely, with nothing left past the high
 // watermark. Not parallel: it flushes the functions of the servers every test shares.

@@ -25,8 +25,11 @@ import (
 // the producers hash. The next batch in sequence, a producer's usual case, is accepted from the
 // state's first two numbers alone; only a batch out of sequence has the entries parsed.
 //
-// A producer's state comes with the field "t:<producer id>", the Redis time (ms) of its last accepted
-// batch, by which ExpireProducers drops the state of producers idle for long.
+// A producer's state comes with the field "t:<producer id>", the time (ms) of its last accepted batch,
+// by which ExpireProducers drops the state of producers idle for long: the appending gateway's clock
+// (finishBatch's now), as ExpireProducers' cutoff is a gateway's; Redis's TIME where the caller passes
+// none (appendScript). A redis.call('TIME') per batch was about 9% of the finish function's time (70
+// us a call at 66 records a batch, on session 18's machine), and the expiry is counted in hours.
 //
 // finishBatch moves the high watermark, records the batches just stored (subs, "first seq:last
 // seq:base offset", newest first) ahead of the state's entries, five at most, and saves the producer
@@ -87,7 +90,7 @@ local function checkProducer(prods, pid, epoch, seq, n, start, st)
   end
   return {-1, 45}
 end
-local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first, bytes)
+local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first, bytes, now)
   local h, z, maxoff, indexed = {'next', string.format('%d', base + n)}, {}, nil, false
   for c = 0, k - 1 do
     local ts = tonumber(ARGV[first + 1 + 2 * c])
@@ -123,9 +126,12 @@ local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, las
     st[#st + 1] = cut and string.sub(kept, 1, cut - 1) or kept
   end
   st = table.concat(st, ',')
-  local now = redis.call('TIME')
+  if not now then
+    local t = redis.call('TIME')
+    now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
+  end
   h[#h + 1], h[#h + 2] = 'p:' .. pid, st
-  h[#h + 1], h[#h + 2] = 't:' .. pid, string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
+  h[#h + 1], h[#h + 2] = 't:' .. pid, now
   redis.call('HSET', meta, unpack(h))
   if legacy then redis.call('HDEL', prods, pid) end
 end
