@@ -62,6 +62,18 @@ func commandStats(t *testing.T, s *Store, cmd string) (calls, failed int64) {
 	return calls, failed
 }
 
+// openOwnServer opens a store on a standalone redis-server of its own, stopped when t ends: for tests
+// that flush its functions or count its commands.
+func openOwnServer(t *testing.T) *Store {
+	t.Helper()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return openStore(t, Options{Addrs: []string{srv.Addr}})
+}
+
 // idempotentBatch is the next batch of n records of producer 42 on partition p.
 func idempotentBatch(topic string, p int32, seq *int32, n int) *Batch {
 	b := &Batch{Topic: topic, Partition: p, ProducerID: 42, BaseSequence: *seq, Records: plain("v", n)}
@@ -119,13 +131,8 @@ func TestAppendFinishesWithFunction(t *testing.T) {
 // rather than a redis.call('TIME') per batch (a tenth of the function's time), and the expiry reads
 // that stamp. On a server of its own: any other test's append could call TIME meanwhile.
 func TestAppendStampsProducerWithGatewayClock(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
 	ctx := t.Context()
-	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	s := openOwnServer(t)
 	if !s.autoSeq.Load() || s.noFunctions.Load() {
 		t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq.Load(), s.noFunctions.Load())
 	}
@@ -300,13 +307,8 @@ func TestNeedRepair(t *testing.T) {
 // retriable failure), and the retry is stored at the right offset. Before, every later append was
 // refused as a stream conflict, for good. Redis of its own: FUNCTION FLUSH.
 func TestAppendRemovesUnfinishedAppends(t *testing.T) {
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
 	ctx := t.Context()
-	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	s := openOwnServer(t)
 	topic := mustCreateTopic(t, s, "stray", 1).Name
 	var seq int32
 	if r := s.Append(ctx, []*Batch{idempotentBatch(topic, 0, &seq, 5)})[0]; r.Err != nil {
