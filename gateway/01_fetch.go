@@ -414,13 +414,14 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	if useAhead && c.ahead != nil {
 		ids := topicIDs(parts)
 		ra := c.ahead
-		c.speculate(ra, parts, maxBytes, reqs, ids, 1) // the next fetch's read, wanted soonest
-		if results = c.takeReadAhead(ctx, reqs, ids); results != nil && results[0].Err == nil {
+		order := ra.order(reqs, ids)
+		c.speculate(ra, order, parts, maxBytes, ids, 1) // the next fetch's read, wanted soonest
+		if results = c.takeReadAhead(ctx, order); results != nil && results[0].Err == nil {
 			c.freshOffsets(ctx, reqs, results)
 			if len(c.specs) > 0 {
 				// The reads further ahead wait for the offsets' round trip, which would otherwise
 				// wait in Redis behind their XRANGEs.
-				c.speculate(ra, parts, maxBytes, reqs, ids, specDepth)
+				c.speculate(ra, order, parts, maxBytes, ids, specDepth)
 			}
 		}
 	}

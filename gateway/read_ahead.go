@@ -81,7 +81,7 @@ func tookOf(parts []fetchPart) []int64 {
 // with it). The second guess waits for the fresh offsets' round trip, which otherwise waited in Redis
 // behind its XRANGE, a response's worth of entries: 2.2 ms of a 4.4 ms fetch at 1 KB x 1 partition, 1.1
 // ms with the guess started after it. The first cannot wait: 100-byte records at one partition, a guess
-// deep, were a tenth slower with it started after.
+// deep, were 7-10% slower with it started after.
 const (
 	specMaxBytes      = 4 << 20
 	specEntryOverhead = 80 + int64(unsafe.Sizeof(redisstore.Record{}))
@@ -90,12 +90,11 @@ const (
 // specDepth is how many fetches ahead a connection reads on guesses (speculate).
 const specDepth = 2
 
-// speculate extends c.specs, the reads for the fetches after parts' (max_bytes maxBytes, planned as
-// reqs), up to depth of them, when ra, the read-ahead the fetch takes, reads a whole count of entries
-// of each partition: each guess takes the records of the read before it as the read-ahead's response
-// took.
-func (c *conn) speculate(ra *readAhead, parts []fetchPart, maxBytes int32, reqs []redisstore.ReadRequest, ids [][16]byte, depth int) {
-	order := ra.order(reqs, ids)
+// speculate extends c.specs, the reads for the fetches after parts' (max_bytes maxBytes, of the topics
+// ids), up to depth of them, when ra, the read-ahead the fetch takes (order maps parts to its requests:
+// readAhead.order), reads a whole count of entries of each partition: each guess takes the records of
+// the read before it as the read-ahead's response took.
+func (c *conn) speculate(ra *readAhead, order []int, parts []fetchPart, maxBytes int32, ids [][16]byte, depth int) {
 	if order == nil || ra.took == nil {
 		return
 	}
@@ -249,19 +248,19 @@ func (c *conn) newReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) *read
 	return ra
 }
 
-// takeReadAhead returns, in the order of reqs, the read-ahead's results for exactly these partitions
-// and offsets (of the topics ids; clients may reorder partitions between fetches), waiting for a read
-// still in flight; otherwise nil. Either way the read-ahead is used up. The results' offsets are
-// those of the read-ahead: the caller replaces them (freshOffsets), unless the results carry the
-// read-ahead's failure (every one of them then does).
-func (c *conn) takeReadAhead(ctx context.Context, reqs []redisstore.ReadRequest, ids [][16]byte) []redisstore.ReadResult {
+// takeReadAhead returns the read-ahead's results in the order of the fetch's requests, order mapping
+// them to the read-ahead's (readAhead.order: nil when it does not read exactly these partitions and
+// offsets), waiting for a read still in flight; otherwise nil. Either way the read-ahead is used up.
+// The results' offsets are those of the read-ahead: the caller replaces them (freshOffsets), unless
+// the results carry the read-ahead's failure (every one of them then does).
+func (c *conn) takeReadAhead(ctx context.Context, order []int) []redisstore.ReadResult {
 	ra := c.ahead
 	if ra == nil {
 		return nil
 	}
 	c.ahead = nil
 	defer ra.cancel()
-	out := ra.answer(ctx, reqs, ids)
+	out := ra.answer(ctx, order)
 	readAheadOutcome(out != nil)
 	if out == nil {
 		c.aheadMisses++
@@ -289,9 +288,9 @@ func (c *conn) wantReadAhead() bool {
 	return c.aheadSkipped%readAheadRetry == 0
 }
 
-// answer is the read-ahead's results in the order of reqs, or nil when they do not answer reqs.
-func (ra *readAhead) answer(ctx context.Context, reqs []redisstore.ReadRequest, ids [][16]byte) []redisstore.ReadResult {
-	order := ra.order(reqs, ids)
+// answer is the read-ahead's results in the fetch's order (order: readAhead.order), or nil when order
+// is nil.
+func (ra *readAhead) answer(ctx context.Context, order []int) []redisstore.ReadResult {
 	if order == nil {
 		return nil
 	}
@@ -306,7 +305,7 @@ func (ra *readAhead) answer(ctx context.Context, reqs []redisstore.ReadRequest, 
 	if res == nil {
 		return nil // expired
 	}
-	out := make([]redisstore.ReadResult, len(reqs))
+	out := make([]redisstore.ReadResult, len(order))
 	for i, j := range order {
 		if err := res[j].Err; err != nil {
 			// Redis failed moments ago: the whole fetch answers with the (retriable) error now

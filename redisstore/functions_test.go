@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/kgate/kgate/internal/redistest"
 )
 
 // forEachMaster runs fn on every master behind s (concurrently on a cluster).
@@ -60,18 +58,6 @@ func commandStats(t *testing.T, s *Store, cmd string) (calls, failed int64) {
 		return nil
 	})
 	return calls, failed
-}
-
-// openOwnServer opens a store on a standalone redis-server of its own, stopped when t ends: for tests
-// that flush its functions or count its commands.
-func openOwnServer(t *testing.T) *Store {
-	t.Helper()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return openStore(t, Options{Addrs: []string{srv.Addr}})
 }
 
 // idempotentBatch is the next batch of n records of producer 42 on partition p.
@@ -132,7 +118,7 @@ func TestAppendFinishesWithFunction(t *testing.T) {
 // that stamp. On a server of its own: any other test's append could call TIME meanwhile.
 func TestAppendStampsProducerWithGatewayClock(t *testing.T) {
 	ctx := t.Context()
-	s := openOwnServer(t)
+	s, _ := openOwnServer(t)
 	if !s.autoSeq.Load() || s.noFunctions.Load() {
 		t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq.Load(), s.noFunctions.Load())
 	}
@@ -308,7 +294,7 @@ func TestNeedRepair(t *testing.T) {
 // refused as a stream conflict, for good. Redis of its own: FUNCTION FLUSH.
 func TestAppendRemovesUnfinishedAppends(t *testing.T) {
 	ctx := t.Context()
-	s := openOwnServer(t)
+	s, _ := openOwnServer(t)
 	topic := mustCreateTopic(t, s, "stray", 1).Name
 	var seq int32
 	if r := s.Append(ctx, []*Batch{idempotentBatch(topic, 0, &seq, 5)})[0]; r.Err != nil {
@@ -350,14 +336,9 @@ func TestEvictingMasters(t *testing.T) {
 		}
 	})
 	t.Run("allkeys-lru", func(t *testing.T) {
-		srv, err := redistest.Start("--maxmemory-policy", "allkeys-lru")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Stop)
-		s := openStore(t, Options{Addrs: []string{srv.Addr}})
-		if got := s.EvictingMasters(t.Context()); len(got) != 1 || got[0] != srv.Addr+": allkeys-lru" {
-			t.Fatalf("listed %v, want %s: allkeys-lru", got, srv.Addr)
+		s, addr := openOwnServer(t, "--maxmemory-policy", "allkeys-lru")
+		if got := s.EvictingMasters(t.Context()); len(got) != 1 || got[0] != addr+": allkeys-lru" {
+			t.Fatalf("listed %v, want %s: allkeys-lru", got, addr)
 		}
 		if err := s.rdb.ConfigSet(t.Context(), "maxmemory-policy", "noeviction").Err(); err != nil {
 			t.Fatal(err)

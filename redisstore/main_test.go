@@ -87,6 +87,19 @@ func openStore(t *testing.T, opts Options) *Store {
 	return s
 }
 
+// openOwnServer opens a store on a standalone redis-server of its own (args: its command line beyond
+// the defaults), stopped when t ends: for tests that configure it, flush its functions or count its
+// commands. It returns the server's address too.
+func openOwnServer(t *testing.T, args ...string) (*Store, string) {
+	t.Helper()
+	srv, err := redistest.Start(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return openStore(t, Options{Addrs: []string{srv.Addr}}), srv.Addr
+}
+
 // forEachBackend runs f as parallel subtests "standalone" and "cluster", each with its own Store.
 func forEachBackend(t *testing.T, f func(t *testing.T, s *Store)) {
 	t.Helper()

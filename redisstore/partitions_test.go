@@ -11,12 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/kgate/kgate/internal/redistest"
-	"time"
 )
 
 // rawEntries reads a partition stream with the raw client.
@@ -902,12 +900,7 @@ func TestDeleteRecordsWithoutXTRIM(t *testing.T) {
 	if standalone == nil {
 		t.Skip("KGATE_SKIP_REDIS=1")
 	}
-	srv, err := redistest.Start("--rename-command", "XTRIM", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	s, _ := openOwnServer(t, "--rename-command", "XTRIM", "")
 	ctx := t.Context()
 	if err := s.Client().Do(ctx, "XTRIM", "x", "MAXLEN", "0").Err(); err == nil {
 		t.Fatal("XTRIM still available")
