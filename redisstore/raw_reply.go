@@ -209,7 +209,7 @@ type replyBuffer struct{ b []byte }
 // replyBuffers holds reply buffers by power-of-two size. A consumer catching up reads a buffer of
 // about a fetch's size per fetch; allocated anew each time, they were about half of the bytes a gateway
 // allocated serving it (franz-go's own response buffers most of the rest), and returning freed memory
-// to the kernel (madvise) alone took 6% of the CPU profile of such a run (BENCHMARKS.md, session 16).
+// to the kernel (madvise) alone took 6% of the CPU profile of such a run (BENCHMARKS-HISTORY.md, session 16).
 var replyBuffers pool.BufferPool
 
 // maxPooledReply is the largest buffer kept for reuse; larger ones (records of many megabytes) are left
