@@ -56,6 +56,22 @@ var ErrStrayEntries = errors.New("redisstore: unfinished appends removed; retry"
 // | -3 run refused | -4 unacknowledged entries removed, retry}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
 // (UNKNOWN_TOPIC_OR_PARTITION), its XADDs undone, and the stream goes if that leaves it empty.
 var finishScript = batchLua + removePastLua + `
+-- blockStart is the offset of the first of this block's n entries, or nil when its XADDs did not land.
+-- They all land or none does (each XADD 0-* follows the stream's last ID, which only a foreign ID,
+-- one with a time part, makes them fail), and when they land the stream's last ID is its top entry's
+-- and of kgate's form. When they did not, the newest entries are not this block's: they may be
+-- records kgate acknowledged, below a foreign entry since deleted (XDEL leaves the stream's last ID).
+local function blockStart(stream, n)
+  local info = redis.pcall('XINFO', 'STREAM', stream)
+  if type(info) ~= 'table' or info.err then return nil end
+  local lastID
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then lastID = info[i + 1] end
+  end
+  local added = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', n)
+  if #added == 0 or added[1][1] ~= lastID or not string.match(lastID, '^0%-%d+$') then return nil end
+  return tonumber(string.match(added[#added][1], '^0%-(%d+)$'))
+end
 local stream, meta, tindex, prods, bindex = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
@@ -63,8 +79,7 @@ local m = tonumber(ARGV[6 + 2 * k])
 local nxt, start, tix, st, known = readMeta(meta, pid)
 if not known and ARGV[7 + 2 * k + m] == '1' then
   -- Undo this block's XADDs alone (a stream holding more, its meta lost some other way, keeps it).
-  local added = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', n)
-  local first = #added > 0 and tonumber(string.match(added[#added][1], '^0%-(%d+)$'))
+  local first = blockStart(stream, n)
   if first then removePast(stream, first - 1) end
   if redis.call('XLEN', stream) == 0 then redis.call('DEL', stream) end
   return {-1, 3}
@@ -79,13 +94,12 @@ if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then
     removePast(stream, nxt)
     return {-1, -4}
   end
-  if last then
-    -- The top is one of this block's XADDs (0-* can only follow an ID of that form), each of which
-    -- then landed: the stream lost entries kgate stored (deleted or evicted). Undo them, as the
-    -- batch is not stored; a stream they alone make up goes with them.
-    local added = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', n)
-    local first = #added > 0 and tonumber(string.match(added[#added][1], '^0%-(%d+)$'))
-    if first then removePast(stream, first - 1) end
+  local first = last and blockStart(stream, n)
+  if first then
+    -- This block's XADDs landed below where they belong: the stream lost entries kgate stored
+    -- (deleted or evicted). Undo them, as the batch is not stored; a stream they alone make up goes
+    -- with them. (When they did not land, a foreign ID made them fail and the stream keeps all it has.)
+    removePast(stream, first - 1)
     if redis.call('XLEN', stream) == 0 then redis.call('DEL', stream) end
   end
   return {-1, -2}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kgate/kgate/internal/redistest"
 )
 
 // forEachMaster runs fn on every master behind s (concurrently on a cluster).
@@ -92,8 +96,8 @@ func checkDense(t *testing.T, s *Store, topic string, p int32, want int64) {
 // The finish step of an append runs as a Redis function, not as EVAL with the script's text.
 func TestAppendFinishesWithFunction(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
-		if !s.autoSeq.Load() || s.noFunctions.Load() {
-			t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq.Load(), s.noFunctions.Load())
+		if !s.multiAppend.Load() || s.noFunctions.Load() {
+			t.Fatalf("store does not use the function library (multiAppend %v, noFunctions %v)", s.multiAppend.Load(), s.noFunctions.Load())
 		}
 		topic := mustCreateTopic(t, s, "fn", 4).Name
 		var seq [4]int32
@@ -119,8 +123,8 @@ func TestAppendFinishesWithFunction(t *testing.T) {
 func TestAppendStampsProducerWithGatewayClock(t *testing.T) {
 	ctx := t.Context()
 	s, _ := openOwnServer(t)
-	if !s.autoSeq.Load() || s.noFunctions.Load() {
-		t.Fatalf("store does not use the function library (autoSeq %v, noFunctions %v)", s.autoSeq.Load(), s.noFunctions.Load())
+	if !s.multiAppend.Load() || s.noFunctions.Load() {
+		t.Fatalf("store does not use the function library (multiAppend %v, noFunctions %v)", s.multiAppend.Load(), s.noFunctions.Load())
 	}
 	topic := mustCreateTopic(t, s, "stamped", 2).Name
 	var seq [2]int32
@@ -235,8 +239,8 @@ func TestAppendLoadsFunctionsWhenAllowedLater(t *testing.T) {
 			opts := backendOptions(t, backend)
 			opts.Username, opts.Password = user, "pw"
 			s := openStore(t, opts)
-			if !s.autoSeq.Load() || !s.noFunctions.Load() || s.reprobeAt.Load() == 0 {
-				t.Fatalf("without FUNCTION: autoSeq %v, noFunctions %v, retry at %d; want the MULTI path with EVAL and a retry", s.autoSeq.Load(), s.noFunctions.Load(), s.reprobeAt.Load())
+			if !s.multiAppend.Load() || !s.noFunctions.Load() || s.reprobeAt.Load() == 0 {
+				t.Fatalf("without FUNCTION: multiAppend %v, noFunctions %v, retry at %d; want the MULTI path with EVAL and a retry", s.multiAppend.Load(), s.noFunctions.Load(), s.reprobeAt.Load())
 			}
 			topic := mustCreateTopic(t, s, "reprobe", 2).Name
 			var seq [2]int32
@@ -347,4 +351,49 @@ func TestEvictingMasters(t *testing.T) {
 			t.Fatalf("listed %v after noeviction", got)
 		}
 	})
+}
+
+// TestAppendOnServerRefusingUndo: Redis 7.2+ and Valkey refuse to set a stream's last ID back below an
+// entry just deleted, which the MULTI append's undo of a refused batch does. There the store appends
+// with one script per batch, which decides before it adds: a retried batch is answered as a
+// duplicate, an out-of-sequence one refused, and the partition takes the next batch at the right
+// offset (with the MULTI append, the first refusal left the stream's last ID past the high watermark
+// and every later append of the partition failed). Needs valkey-server (.ci/run installs it).
+func TestAppendOnServerRefusingUndo(t *testing.T) {
+	if _, err := exec.LookPath("valkey-server"); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("valkey-server not installed")
+		}
+		t.Fatal("valkey-server not installed")
+	}
+	srv, err := redistest.StartBinary("valkey-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	if s.multiAppend.Load() || !s.autoSeq.Load() {
+		t.Fatalf("multiAppend %v, autoSeq %v on a server refusing the undo: want the script append with XADD 0-*", s.multiAppend.Load(), s.autoSeq.Load())
+	}
+	ctx := t.Context()
+	mustCreateTopic(t, s, "undo", 1)
+	var seq int32
+	first := idempotentBatch("undo", 0, &seq, 3)
+	if res := mustAppend(t, s, first); res.BaseOffset != 0 {
+		t.Fatalf("first batch at %d", res.BaseOffset)
+	}
+	retry := &Batch{Topic: "undo", ProducerID: first.ProducerID, BaseSequence: 0, Records: plain("v", 3)}
+	if res := mustAppend(t, s, retry); !res.Duplicate || res.BaseOffset != 0 {
+		t.Fatalf("retried batch: %+v, want a duplicate at 0", res)
+	}
+	gap := &Batch{Topic: "undo", ProducerID: first.ProducerID, BaseSequence: seq + 5, Records: plain("v", 2)}
+	if res := s.Append(ctx, []*Batch{gap})[0]; !errors.Is(res.Err, ErrOutOfOrderSequence) {
+		t.Fatalf("out-of-sequence batch: %+v, want ErrOutOfOrderSequence", res)
+	}
+	for i := range 3 {
+		if res := mustAppend(t, s, idempotentBatch("undo", 0, &seq, 2)); res.BaseOffset != int64(3+2*i) {
+			t.Fatalf("batch %d after the refusals at %d, want %d", i, res.BaseOffset, 3+2*i)
+		}
+	}
+	checkDense(t, s, "undo", 0, 9)
 }

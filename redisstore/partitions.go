@@ -259,7 +259,7 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	switch {
 	case (s.opts.WaitReplicas > 0 || s.opts.WaitAOF) && slices.ContainsFunc(batches, func(b *Batch) bool { return b.Durable }):
 		s.appendDurable(ctx, batches, out)
-	case s.autoSeq.Load():
+	case s.multiAppend.Load():
 		s.appendRuns(ctx, batches, out)
 	default:
 		// Through each master's own client: a cluster client sends a pipeline again after a lost
@@ -349,7 +349,7 @@ func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []Appen
 	eachGroup(s.groupByNode(ctx, batches, out), batches, out, func(g *nodeGroup, sub []*Batch, res []AppendResult) {
 		conn := g.node.Conn()
 		defer conn.Close()
-		if s.autoSeq.Load() {
+		if s.multiAppend.Load() {
 			s.appendMulti(ctx, conn, sub, res)
 		} else {
 			s.appendOn(ctx, conn, sub, res)

@@ -935,7 +935,7 @@ func TestAppendRefusesForeignWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := s.Append(ctx, []*Batch{{Topic: "foreign", Partition: 0, Records: plain("b", 3), ProducerID: -1}})
-		if !errors.Is(res[0].Err, ErrStreamConflict) && s.autoSeq.Load() {
+		if !errors.Is(res[0].Err, ErrStreamConflict) && s.multiAppend.Load() {
 			t.Fatalf("append after a foreign XADD: %+v, want ErrStreamConflict", res[0])
 		}
 		if res[0].Err == nil {
@@ -950,6 +950,45 @@ func TestAppendRefusesForeignWrites(t *testing.T) {
 		}
 		if n := s.Client().XLen(ctx, key).Val(); n != 3 {
 			t.Fatalf("XLEN %d, want the 2 kgate records + 1 native entry", n)
+		}
+	})
+}
+
+// TestAppendKeepsRecordsAfterForeignEntryDeleted: a foreign entry XADDed and then XDELed (a native
+// app's cleanup) leaves the stream's last ID foreign while its top entry is kgate's. The next append's
+// XADDs then fail; it is refused with ErrStreamConflict and every acknowledged record stays: the
+// finish step once took the newest entries for the refused block's own and deleted them.
+func TestAppendKeepsRecordsAfterForeignEntryDeleted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "foreign-del", 1)
+		appendOne(t, s, "foreign-del", 0, plain("a", 5)...)
+		key := s.StreamKey("foreign-del", 0)
+		id, err := s.Client().XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "*", Values: []string{"native", "1"}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Client().XDel(ctx, key, id).Err(); err != nil {
+			t.Fatal(err)
+		}
+		res := s.Append(ctx, []*Batch{{Topic: "foreign-del", Partition: 0, Records: plain("b", 3), ProducerID: -1}})
+		if res[0].Err == nil {
+			t.Fatalf("append after a foreign ID succeeded: %+v", res[0])
+		}
+		if !errors.Is(res[0].Err, ErrStreamConflict) && s.multiAppend.Load() {
+			t.Fatalf("append after a foreign ID: %v, want ErrStreamConflict", res[0].Err)
+		}
+		if n := s.Client().XLen(ctx, key).Val(); n != 5 {
+			t.Fatalf("XLEN %d after a refused append, want the 5 acknowledged records", n)
+		}
+		got := mustRead(t, s, "foreign-del", 0, 0, 10)
+		if len(got.Records) != 5 {
+			t.Fatalf("read %d records, want the 5 acknowledged", len(got.Records))
+		}
+		for i, r := range got.Records {
+			if want := plain("a", 5)[i].Value; string(r.Value) != string(want) {
+				t.Fatalf("record %d value %q, want %q", i, r.Value, want)
+			}
 		}
 	})
 }
@@ -1178,7 +1217,7 @@ func TestReadNearMaxOffset(t *testing.T) {
 // stream, where reads would serve them at offsets other appends had (they were, before).
 func TestAppendRefusedAfterStreamLost(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
-		if !s.autoSeq.Load() {
+		if !s.multiAppend.Load() {
 			t.Skip("the script append writes explicit IDs and checks before writing")
 		}
 		ctx := t.Context()

@@ -394,7 +394,7 @@ func TestAppendAfterSlotMoved(t *testing.T) {
 		t.Run(map[bool]string{false: "transaction", true: "script"}[legacy], func(t *testing.T) {
 			s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
 			if legacy {
-				s.autoSeq.Store(false)
+				s.multiAppend.Store(false)
 			}
 			appendAfterSlotMoved(t, s, map[bool]string{false: "moved", true: "moved-legacy"}[legacy])
 		})

@@ -157,7 +157,7 @@ func (h pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // other pipelines still read them.
 func TestAppendPanicWaitsForOtherPipelines(t *testing.T) {
 	s := openStore(t, backendOptions(t, "standalone"))
-	if !s.autoSeq.Load() {
+	if !s.multiAppend.Load() {
 		t.Skip("needs Redis 7+")
 	}
 	mustCreateTopic(t, s, "panics", 2)
@@ -201,7 +201,7 @@ func TestAppendPanicWaitsForOtherPipelines(t *testing.T) {
 // reaches the caller's goroutine, which a connection recovers; on the goroutine it ended the process.
 func TestPanicOnStoreGoroutineReachesCaller(t *testing.T) {
 	s := openStore(t, backendOptions(t, "standalone"))
-	if !s.autoSeq.Load() {
+	if !s.multiAppend.Load() {
 		t.Skip("needs Redis 7+")
 	}
 	mustCreateTopic(t, s, "far-panics", 2)
@@ -255,7 +255,7 @@ func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // ended the process.
 func TestProbePanicFailsProbe(t *testing.T) {
 	s := openStore(t, backendOptions(t, "standalone"))
-	if !s.autoSeq.Load() {
+	if !s.multiAppend.Load() {
 		t.Skip("needs Redis 7+")
 	}
 	mustCreateTopic(t, s, "probe-panics", 1)

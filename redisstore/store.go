@@ -55,9 +55,14 @@ type Store struct {
 	opts     Options
 	keys     keys
 	embedded *miniredis.Miniredis
-	// autoSeq: the server takes XADD <ms>-* (Redis 7+), so appends name only the first entry's ID and
-	// go out as MULTI blocks with a finish step.
+	// autoSeq: the server takes XADD <ms>-* (Redis 7+), so appends name only the first entry's ID.
 	autoSeq atomic.Bool
+	// multiAppend: appends go out as MULTI blocks with a finish step (append_multi.go), which needs
+	// XADD <ms>-* and a server that lets the finish step undo a refused block: set a stream's last ID
+	// back below the entries it just deleted. Redis 7.2 and later (and Valkey) refuse that (XSETID below
+	// the stream's max-deleted-entry-id), which would leave a partition whose batch was refused unable
+	// to take another; there each append is one script (appendScript), which decides before it adds.
+	multiAppend atomic.Bool
 	// noFunctions: the finish step runs as EVAL, because the function library could not be loaded
 	// (functions.go).
 	noFunctions atomic.Bool
@@ -139,8 +144,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // retry, a gateway started at such a moment would pay for it as long as it runs.
 const probeRetryInterval = 30 * time.Second
 
-// probe finds whether the server is Redis 7+ (XADD <ms>-*, functions) and loads the function library
-// there. What fails is tried again by Append (reprobe) after probeRetryInterval.
+// probe finds whether the server is Redis 7+ (XADD <ms>-*, functions) and lets a stream's last ID be
+// set back (undoProbeScript), and if so loads the function library for the MULTI append. What fails is
+// tried again by Append (reprobe) after probeRetryInterval; meanwhile appends run as scripts.
 func (s *Store) probe(ctx context.Context) {
 	if !s.autoSeq.Load() {
 		info, err := s.Info(ctx)
@@ -153,6 +159,18 @@ func (s *Store) probe(ctx context.Context) {
 			s.reprobeAt.Store(0) // the append script's own XADDs, for good
 			return
 		}
+		s.autoSeq.Store(true)
+	}
+	if !s.multiAppend.Load() {
+		undo, err := undoProbeScript.Run(ctx, s.rdb, []string{s.keys.ns + ":probe:undo"}).Int()
+		switch {
+		case err != nil:
+			s.reprobeAt.Store(time.Now().Add(probeRetryInterval).UnixNano())
+			return
+		case undo != 1:
+			s.reprobeAt.Store(0) // appends are scripts on this server, for good
+			return
+		}
 	}
 	if s.loadFunctions(ctx) {
 		s.reprobeAt.Store(0) // before noFunctions: a repair failing meanwhile schedules a retry again
@@ -160,8 +178,23 @@ func (s *Store) probe(ctx context.Context) {
 	} else {
 		s.functionsUnavailable()
 	}
-	s.autoSeq.Store(true) // after noFunctions: an append that sees it finishes the right way
+	s.multiAppend.Store(true) // after noFunctions: an append that sees it finishes the right way
 }
+
+// undoProbeScript answers 1 when the server lets a stream's last ID be set back below an entry just
+// deleted, as the MULTI append's undo does (removePastLua), and 0 when it refuses (Redis 7.2+: "The ID
+// specified in XSETID is smaller than current max_deleted_entry_id"). On a cluster it runs on the master
+// of its key alone: a cluster's masters are taken to run one server version.
+var undoProbeScript = redis.NewScript(`
+redis.call('DEL', KEYS[1])
+redis.call('XADD', KEYS[1], '0-1', 'f', 'v')
+redis.call('XADD', KEYS[1], '0-2', 'f', 'v')
+redis.call('XDEL', KEYS[1], '0-2')
+local set = redis.pcall('XSETID', KEYS[1], '0-1')
+redis.call('DEL', KEYS[1])
+if type(set) == 'table' and set.err then return 0 end
+return 1
+`)
 
 // functionsUnavailable makes the finish step run as EVAL until a later probe loads the library.
 func (s *Store) functionsUnavailable() {

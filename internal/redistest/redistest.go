@@ -64,10 +64,16 @@ func Available() bool {
 // Start runs a redis-server on a free loopback port with persistence off and extra args appended.
 // A port taken by someone else between choosing and binding it is retried with another one.
 func Start(extra ...string) (*Server, error) {
-	return startRetry(false, extra...)
+	return startRetry("redis-server", false, extra...)
 }
 
-func startRetry(cluster bool, extra ...string) (*Server, error) {
+// StartBinary is Start with another server binary that takes redis-server's arguments (valkey-server,
+// say: a server of another lineage and version, speaking the same protocol).
+func StartBinary(binary string, extra ...string) (*Server, error) {
+	return startRetry(binary, false, extra...)
+}
+
+func startRetry(binary string, cluster bool, extra ...string) (*Server, error) {
 	var lastErr error
 	for range 5 {
 		port, err := freePort()
@@ -84,7 +90,7 @@ func startRetry(cluster bool, extra ...string) (*Server, error) {
 			}
 			args = append([]string{"--cluster-port", strconv.Itoa(bus)}, extra...)
 		}
-		s, err := startOn(port, args...)
+		s, err := startOn(binary, port, args...)
 		if err == nil {
 			return s, nil
 		}
@@ -98,7 +104,7 @@ func startRetry(cluster bool, extra ...string) (*Server, error) {
 
 var errExited = errors.New("redistest: redis-server exited")
 
-func startOn(port int, extra ...string) (*Server, error) {
+func startOn(binary string, port int, extra ...string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "kgate-redis-")
 	if err != nil {
 		return nil, err
@@ -113,14 +119,14 @@ func startOn(port int, extra ...string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := exec.Command("redis-server", args...)
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr() // the server dies with the test binary, even on a panic or timeout
 	err = cmd.Start()
 	logf.Close() // the child has its own descriptor
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("redistest: start redis-server: %w", err)
+		return nil, fmt.Errorf("redistest: start %s: %w", binary, err)
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir,
 		done: make(chan struct{})}
@@ -237,7 +243,7 @@ func StartCluster(ctx context.Context, masters, replicasPer int) (*Cluster, erro
 	c := &Cluster{}
 	fail := func(err error) (*Cluster, error) { c.Stop(); return nil, err }
 	node := func() (*Server, error) {
-		return startRetry(true, "--cluster-enabled", "yes", "--cluster-config-file",
+		return startRetry("redis-server", true, "--cluster-enabled", "yes", "--cluster-config-file",
 			fmt.Sprintf("nodes-%d.conf", clusterSeq.Add(1)), "--cluster-node-timeout", "2000")
 	}
 	for i := 0; i < masters; i++ {
