@@ -763,7 +763,7 @@ func soRestartRedis(t *testing.T, port, bus, dir, conf string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	cmd := exec.Command(redistest.ServerBinary(), "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--protected-mode", "no", "--cluster-port", bus, "--cluster-enabled", "yes",
 		"--cluster-config-file", conf, "--cluster-node-timeout", "2000")
 	cmd.Stdout, cmd.Stderr = logf, logf

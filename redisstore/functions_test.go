@@ -17,6 +17,20 @@ import (
 	"github.com/kgate/kgate/internal/redistest"
 )
 
+// needMultiAppend skips t on a server where the store appends with scripts because the server refuses
+// the MULTI append's undo (Redis 7.2+, Valkey: a suite run with KGATE_TEST_SERVER=valkey-server), and
+// fails it when the store does not use the MULTI append on a server that allows it.
+func needMultiAppend(t *testing.T, s *Store) {
+	t.Helper()
+	if s.multiAppend.Load() {
+		return
+	}
+	if undo, err := undoProbeScript.Run(t.Context(), s.rdb, []string{s.keys.ns + ":probe:undo"}).Int(); err == nil && undo == 0 {
+		t.Skip("the server refuses the MULTI append's undo: appends are scripts there")
+	}
+	t.Fatal("the store does not use the MULTI append")
+}
+
 // forEachMaster runs fn on every master behind s (concurrently on a cluster).
 func forEachMaster(t *testing.T, s *Store, fn func(ctx context.Context, c *redis.Client) error) {
 	t.Helper()
@@ -96,8 +110,9 @@ func checkDense(t *testing.T, s *Store, topic string, p int32, want int64) {
 // The finish step of an append runs as a Redis function, not as EVAL with the script's text.
 func TestAppendFinishesWithFunction(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
-		if !s.multiAppend.Load() || s.noFunctions.Load() {
-			t.Fatalf("store does not use the function library (multiAppend %v, noFunctions %v)", s.multiAppend.Load(), s.noFunctions.Load())
+		needMultiAppend(t, s)
+		if s.noFunctions.Load() {
+			t.Fatal("store does not use the function library")
 		}
 		topic := mustCreateTopic(t, s, "fn", 4).Name
 		var seq [4]int32
@@ -123,8 +138,9 @@ func TestAppendFinishesWithFunction(t *testing.T) {
 func TestAppendStampsProducerWithGatewayClock(t *testing.T) {
 	ctx := t.Context()
 	s, _ := openOwnServer(t)
-	if !s.multiAppend.Load() || s.noFunctions.Load() {
-		t.Fatalf("store does not use the function library (multiAppend %v, noFunctions %v)", s.multiAppend.Load(), s.noFunctions.Load())
+	needMultiAppend(t, s)
+	if s.noFunctions.Load() {
+		t.Fatal("store does not use the function library")
 	}
 	topic := mustCreateTopic(t, s, "stamped", 2).Name
 	var seq [2]int32
@@ -159,6 +175,7 @@ func TestAppendRepairsMissingFunction(t *testing.T) {
 	for _, backend := range []string{"standalone", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
 			s := openStore(t, backendOptions(t, backend))
+			needMultiAppend(t, s)
 			const parts = 6
 			topic := mustCreateTopic(t, s, "repair", parts).Name
 			var seq [parts]int32
@@ -199,6 +216,7 @@ func TestAppendRepairsMissingFunction(t *testing.T) {
 // When the library cannot be used, the finish step runs as EVAL.
 func TestAppendFinishesWithEvalWithoutFunctions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
+		needMultiAppend(t, s)
 		s.noFunctions.Store(true)
 		topic := mustCreateTopic(t, s, "eval", 2).Name
 		var seq [2]int32
@@ -224,6 +242,7 @@ func TestAppendLoadsFunctionsWhenAllowedLater(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			admin := openStore(t, backendOptions(t, backend))
+			needMultiAppend(t, admin)
 			user := testNamespace(t)
 			acl := func(ctx context.Context, args ...any) error {
 				do := func(ctx context.Context, c *redis.Client) error { return c.Do(ctx, args...).Err() }
@@ -299,6 +318,7 @@ func TestNeedRepair(t *testing.T) {
 func TestAppendRemovesUnfinishedAppends(t *testing.T) {
 	ctx := t.Context()
 	s, _ := openOwnServer(t)
+	needMultiAppend(t, s)
 	topic := mustCreateTopic(t, s, "stray", 1).Name
 	var seq int32
 	if r := s.Append(ctx, []*Batch{idempotentBatch(topic, 0, &seq, 5)})[0]; r.Err != nil {

@@ -470,6 +470,7 @@ func TestParseEntriesHeaderSlabBounded(t *testing.T) {
 // to the observer all the same.
 func TestObserverSeesClusterAppends(t *testing.T) {
 	s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
+	needMultiAppend(t, s)
 	topic := mustCreateTopic(t, s, "observed", 1).Name
 	var mu sync.Mutex
 	var seen []string

@@ -80,6 +80,7 @@ func TestMergeRuns(t *testing.T) {
 // them is a duplicate with its own offsets.
 func TestAppendRuns(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
+		needMultiAppend(t, s)
 		ctx := t.Context()
 		const parts = 4
 		mustCreateTopic(t, s, "runs", parts)

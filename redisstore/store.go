@@ -181,6 +181,17 @@ func (s *Store) probe(ctx context.Context) {
 	s.multiAppend.Store(true) // after noFunctions: an append that sees it finishes the right way
 }
 
+// AppendMode is how appends reach Redis: "transaction" (MULTI blocks of plain XADDs and a finish
+// function, Redis 7.0), "script" (one Lua script per batch carrying its records: Redis before 7, Redis
+// 7.2+ and Valkey, which refuse the transaction's undo, the embedded store, or a probe not yet
+// answered) — the latter costs Redis more per record.
+func (s *Store) AppendMode() string {
+	if s.multiAppend.Load() {
+		return "transaction"
+	}
+	return "script"
+}
+
 // undoProbeScript answers 1 when the server lets a stream's last ID be set back below an entry just
 // deleted, as the MULTI append's undo does (removePastLua), and 0 when it refuses (Redis 7.2+: "The ID
 // specified in XSETID is smaller than current max_deleted_entry_id"). On a cluster it runs on the master

@@ -90,7 +90,8 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 	if err := g.Listen(ctx); err != nil {
 		return err
 	}
-	ev := log.Info().Str("kafka", g.Addr().String()).Str("advertised", g.AdvertisedAddr()).Int32("node_id", cfg.Node.ID)
+	ev := log.Info().Str("kafka", g.Addr().String()).Str("advertised", g.AdvertisedAddr()).Int32("node_id", cfg.Node.ID).
+		Str("append_mode", store.AppendMode())
 	if a := g.AdminAddr(); a != nil {
 		ev = ev.Str("admin", a.String())
 	}

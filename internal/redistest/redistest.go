@@ -64,7 +64,16 @@ func Available() bool {
 // Start runs a redis-server on a free loopback port with persistence off and extra args appended.
 // A port taken by someone else between choosing and binding it is retried with another one.
 func Start(extra ...string) (*Server, error) {
-	return startRetry("redis-server", false, extra...)
+	return startRetry(ServerBinary(), false, extra...)
+}
+
+// ServerBinary is the server the tests run: redis-server, or KGATE_TEST_SERVER (valkey-server, say)
+// to run a suite against another server.
+func ServerBinary() string {
+	if b := os.Getenv("KGATE_TEST_SERVER"); b != "" {
+		return b
+	}
+	return "redis-server"
 }
 
 // StartBinary is Start with another server binary that takes redis-server's arguments (valkey-server,
@@ -243,7 +252,7 @@ func StartCluster(ctx context.Context, masters, replicasPer int) (*Cluster, erro
 	c := &Cluster{}
 	fail := func(err error) (*Cluster, error) { c.Stop(); return nil, err }
 	node := func() (*Server, error) {
-		return startRetry("redis-server", true, "--cluster-enabled", "yes", "--cluster-config-file",
+		return startRetry(ServerBinary(), true, "--cluster-enabled", "yes", "--cluster-config-file",
 			fmt.Sprintf("nodes-%d.conf", clusterSeq.Add(1)), "--cluster-node-timeout", "2000")
 	}
 	for i := 0; i < masters; i++ {
