@@ -28,6 +28,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,9 +47,10 @@ type produceJob struct {
 	batches []*redisstore.Batch
 	slots   []produceSlot // where each batch's answer goes in resp
 	ids     [][16]byte    // topic ID of each batch
-	// decompressed is the memory the batches' records take beyond the request's frame
-	// (protocol.Batch.Decompressed), which the connection's queue counts with the frame.
-	decompressed int
+	// held is the memory the batches take beyond the request's frame until it is answered: their
+	// decompressed records and the store's record and header structs (recordsHeld), which the
+	// connection's queue counts with the frame.
+	held int
 
 	// Set by begin: the tail cache's registration and the copies it is taking.
 	keys     []partKey
@@ -101,14 +103,15 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 			case len(rp.Records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
 			default:
-				// The request's batches decompress to at most the largest frame accepted, in all: a
-				// request of a few kilobytes must not take gigabytes, whatever its partitions.
-				b, decompressed, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, int(g.cfg.MaxFrameBytes)-j.decompressed)
+				// The request's batches take at most the largest frame accepted in memory beyond the
+				// frame, in all (decompressed, and as records): a request of a few kilobytes must not
+				// take gigabytes, whatever its partitions.
+				b, held, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, int(g.cfg.MaxFrameBytes)-j.held)
 				if code != 0 {
 					sp.ErrorCode = code
 					break
 				}
-				j.decompressed += decompressed
+				j.held += held
 				b.Durable = req.Acks == -1 // acks=1 and 0 do not wait for redis.wait_replicas / wait_aof
 				if b.LogAppendTime != 0 {
 					sp.LogAppendTime = b.LogAppendTime
@@ -365,7 +368,13 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 			sr.Headers = headers[from:len(headers):len(headers)]
 		}
 	}
-	return b, pb.Decompressed, 0
+	return b, pb.Decompressed + recordsHeld(len(b.Records), nh), 0
+}
+
+// recordsHeld is the memory a store batch's n records with nh headers in all take until the request
+// is answered (beyond their bytes, which alias the frame or the decompressed buffer).
+func recordsHeld(n, nh int) int {
+	return n*int(unsafe.Sizeof(redisstore.Record{})) + nh*int(unsafe.Sizeof(redisstore.Header{}))
 }
 
 // The records decoded from the wire are copied into the store's batch at once, and their slabs are

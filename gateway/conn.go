@@ -250,14 +250,14 @@ type appendQueue struct {
 	cond    *sync.Cond // created on first use; signalled on every change below
 	jobs    []*queuedProduce
 	held    int           // requests queued or being appended
-	bytes   int           // their frame bytes and the memory their records took decompressed
+	bytes   int           // their frame buffers and the memory their records took (produceJob.held)
 	stopped chan struct{} // closed when runAppends has returned (nil until it starts, once)
 	closing bool          // the connection's read loop ended: runAppends returns once the queue is empty
 	err     error         // the failure that ended the connection
 }
 
 type queuedProduce struct {
-	size    int // of the request frame, with its records decompressed
+	size    int // of the request's frame buffer and its records (produceJob.held)
 	hdr     protocol.RequestHeader
 	start   time.Time
 	job     *produceJob
@@ -271,7 +271,8 @@ func (c *conn) handleFrame(ctx context.Context, frame []byte, release func()) er
 	hdr, a, req, err := c.decode(frame)
 	if pr, ok := req.(*kmsg.ProduceRequest); ok && err == nil {
 		job := c.prepareProduce(ctx, pr)
-		return c.enqueueProduce(ctx, &queuedProduce{size: len(frame) + job.decompressed, hdr: hdr, start: start, job: job, release: release})
+		// The frame's buffer, not its length: a pooled buffer can be up to twice the frame.
+		return c.enqueueProduce(ctx, &queuedProduce{size: cap(frame) + job.held, hdr: hdr, start: start, job: job, release: release})
 	}
 	defer release()
 	if aerr := c.awaitAppends(); aerr != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
@@ -50,8 +51,57 @@ func TestProduceDecompressionBounded(t *testing.T) {
 	if codes[0] != 0 || codes[1] != 0 || codes[2] != kerr.MessageTooLarge.Code || len(j.batches) != 2 {
 		t.Fatalf("error codes %v with %d batches, want [0 0 %d] and 2", codes, len(j.batches), kerr.MessageTooLarge.Code)
 	}
-	if j.decompressed < 800<<10 || j.decompressed > 1<<20 {
-		t.Fatalf("decompressed %d bytes counted, want about 800 KiB", j.decompressed)
+	if j.held < 800<<10 || j.held > 1<<20 {
+		t.Fatalf("%d bytes counted, want about 800 KiB", j.held)
+	}
+}
+
+// TestProduceRecordMemoryBounded: the records a batch decodes to take memory of their own, 88 bytes or
+// more each where a record on the wire can take 7, compressed or not. A batch of many tiny records is
+// charged for them against the request's budget (kafka.max_frame_bytes): past it the partition gets
+// MESSAGE_TOO_LARGE instead of the gateway holding ten times the frame, and what is let in is counted
+// by the connection's queue.
+func TestProduceRecordMemoryBounded(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{MaxFrameBytes: 1 << 20})
+	createTopic(t, store, "tiny", 2)
+	now := time.Now().UnixMilli()
+	batch := func(n int) []byte {
+		recs := make([]protocol.Record, n)
+		for i := range recs {
+			recs[i] = protocol.Record{OffsetDelta: int32(i), Timestamp: now}
+		}
+		b, err := protocol.AppendCompressedBatch(nil, protocol.Batch{
+			PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(n),
+			LastOffsetDelta: int32(n - 1), Records: recs,
+		}, protocol.CodecNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	many, few := batch(50_000), batch(1_000) // 50,000 records: 4.4 MB of structs in a 400 KB batch
+	if len(many) > 512<<10 {
+		t.Fatalf("batch of %d bytes", len(many))
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "tiny"
+	for p, b := range [][]byte{many, few} {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(p), b
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+
+	j := (&conn{g: g}).prepareProduce(ctx, req)
+	sps := j.resp.Topics[0].Partitions
+	if sps[0].ErrorCode != kerr.MessageTooLarge.Code || sps[1].ErrorCode != 0 || len(j.batches) != 1 {
+		t.Fatalf("error codes %d and %d with %d batches, want MESSAGE_TOO_LARGE for 50,000 tiny records and the 1,000 let in", sps[0].ErrorCode, sps[1].ErrorCode, len(j.batches))
+	}
+	if j.held < 1_000*int(unsafe.Sizeof(redisstore.Record{})) {
+		t.Fatalf("%d bytes counted for 1,000 records", j.held)
 	}
 }
 

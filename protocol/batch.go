@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -82,7 +83,17 @@ type Batch struct {
 	// Decompressed is the size of the records once decompressed, which they alias: memory beyond
 	// the bytes received; 0 for an uncompressed batch.
 	Decompressed int
+	// Held is the memory the decoded batch takes beyond the bytes received: Decompressed, plus its
+	// Record structs and their headers, which a batch of many tiny records makes several times its
+	// size (a Record takes 88 bytes, a record on the wire as few as 7).
+	Held int
 }
+
+// recordMemory and headerMemory are what a decoded record and header take in memory.
+const (
+	recordMemory = int(unsafe.Sizeof(Record{}))
+	headerMemory = int(unsafe.Sizeof(Header{}))
+)
 
 // Compression returns the batch's compression codec.
 func (b *Batch) Compression() Codec { return Codec(b.Attributes & attrCompression) }
@@ -104,16 +115,18 @@ func (b *Batch) TimestampType() int8 {
 
 // DecodeBatches decodes every record batch in data, the Records bytes of one
 // Produce partition. Each batch must be whole, magic 2, match its CRC-32C,
-// decompress (with the batches before it) to at most maxDecompressed bytes
-// (DefaultMaxFrameBytes when maxDecompressed <= 0), hold exactly NumRecords well-formed records with
-// increasing offset deltas, and end with the record at LastOffsetDelta.
+// take (with the batches before it) at most maxDecompressed bytes of memory
+// beyond data once decoded (DefaultMaxFrameBytes when maxDecompressed <= 0):
+// their decompressed records, and the Record and Header structs (Batch.Held),
+// hold exactly NumRecords well-formed records with increasing offset deltas,
+// and end with the record at LastOffsetDelta.
 // Empty data returns no batches and no error.
 //
 // Errors wrap ErrCorruptBatch, ErrBadCRC, ErrUnsupportedMagic,
 // ErrUnsupportedCompression or ErrBatchTooLarge. No length field is trusted
-// before it is checked against the bytes that back it, so memory stays
-// within a small multiple of len(data) + maxDecompressed (a Record takes 88
-// bytes, a record on the wire at least 7).
+// before it is checked against the bytes that back it, and records and headers
+// are charged to the limit before they are allocated, so memory stays within
+// len(data) + maxDecompressed plus a header slice's growth.
 //
 // Records alias data (uncompressed batches) or their batch's decompressed
 // buffer; header keys are copied. Kafka accepts one batch per partition in
@@ -152,7 +165,7 @@ func DecodeBatchesInto(data []byte, maxDecompressed int, slab []Record) ([]Batch
 		if err != nil {
 			return nil, err
 		}
-		left -= b.Decompressed
+		left -= b.Held
 		batches = append(batches, b)
 		data = data[end:]
 	}
@@ -196,11 +209,18 @@ func decodeBatch(raw []byte, maxDecompressed int, slab *[]Record) (Batch, error)
 	if b.NumRecords < 0 || int64(b.NumRecords) > int64(len(recs)/minRecordLength) {
 		return Batch{}, fmt.Errorf("%w: %d records in %d bytes", ErrCorruptBatch, b.NumRecords, len(recs))
 	}
+	b.Held = b.Decompressed
 	if b.NumRecords == 0 {
 		if len(recs) != 0 {
 			return Batch{}, fmt.Errorf("%w: %d bytes after the last record", ErrCorruptBatch, len(recs))
 		}
 		return b, nil
+	}
+	// The Record structs come on top of the bytes: charged before they are allocated, so a small batch
+	// of many tiny records cannot take gigabytes.
+	b.Held += int(b.NumRecords) * recordMemory
+	if b.Held > maxDecompressed {
+		return Batch{}, fmt.Errorf("%w: %d records take %d bytes, %d allowed", ErrBatchTooLarge, b.NumRecords, b.Held, maxDecompressed)
 	}
 	if n, have := int(b.NumRecords), len(*slab); cap(*slab)-have >= n {
 		b.Records = (*slab)[have : have+n : have+n]
@@ -225,6 +245,9 @@ func decodeBatch(raw []byte, maxDecompressed int, slab *[]Record) (Batch, error)
 		}
 		prev = r.OffsetDelta
 		prevHeaders = r.Headers
+		if b.Held+cap(headers)*headerMemory > maxDecompressed {
+			return Batch{}, fmt.Errorf("%w: the headers of %d records take %d bytes, %d allowed", ErrBatchTooLarge, i+1, cap(headers)*headerMemory, maxDecompressed-b.Held)
+		}
 		if i == 0 && len(r.Headers) > 0 && headers != nil {
 			// Records of a batch usually carry the same headers:
 			// size the shared slice for all of them.
@@ -238,6 +261,7 @@ func decodeBatch(raw []byte, maxDecompressed int, slab *[]Record) (Batch, error)
 	if prev != b.LastOffsetDelta {
 		return Batch{}, fmt.Errorf("%w: last offset delta %d, last record at %d", ErrCorruptBatch, b.LastOffsetDelta, prev)
 	}
+	b.Held += cap(headers) * headerMemory
 	return b, nil
 }
 

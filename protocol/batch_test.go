@@ -74,7 +74,11 @@ func equalBatch(t *testing.T, got, want Batch) {
 	if c := got.Compression(); c == CodecNone && got.Decompressed != 0 || c != CodecNone && got.NumRecords > 0 && got.Decompressed == 0 {
 		t.Fatalf("%v batch of %d records with %d bytes decompressed", c, got.NumRecords, got.Decompressed)
 	}
+	if got.Held < got.Decompressed+len(gotRecs)*recordMemory {
+		t.Fatalf("held %d for %d records and %d bytes decompressed", got.Held, len(gotRecs), got.Decompressed)
+	}
 	got.Decompressed, want.Decompressed = 0, 0 // want may be a batch built by hand
+	got.Held, want.Held = 0, 0
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("batch header\n got %+v\nwant %+v", got, want)
 	}
@@ -494,5 +498,42 @@ func TestDecodeBatchesIntoSlab(t *testing.T) {
 	equalBatch(t, got[0], testBatch(41, 1))
 	if &got[0].Records[0] == &slab[:1][0] {
 		t.Error("41 records were decoded into a slab of 40")
+	}
+}
+
+// TestDecodeChargesRecordsAndHeaders: the Record and Header structs a batch decodes to count against
+// the limit with its decompressed bytes, before they are allocated: an uncompressed batch of many
+// empty headers (two bytes each on the wire, 40 in memory) or of many tiny records is refused once
+// they would pass it, and Held says what a batch let in takes.
+func TestDecodeChargesRecordsAndHeaders(t *testing.T) {
+	headers := make([]Header, 400)
+	for i := range headers {
+		headers[i] = Header{Key: ""}
+	}
+	batch := func(n int, hs []Header) []byte {
+		recs := make([]Record, n)
+		for i := range recs {
+			recs[i] = Record{OffsetDelta: int32(i), Headers: hs}
+		}
+		raw, err := AppendCompressedBatch(nil, Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+			NumRecords: int32(n), LastOffsetDelta: int32(n - 1), Records: recs}, CodecNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	withHeaders := batch(100, headers) // 40,000 headers in about 80 KB
+	if _, err := DecodeBatches(withHeaders, 1<<20); !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("%d bytes of empty headers under a 1 MiB limit: err = %v, want ErrBatchTooLarge", len(withHeaders), err)
+	}
+	if bs, err := DecodeBatches(withHeaders, 4<<20); err != nil || bs[0].Held < 40_000*headerMemory {
+		t.Fatalf("under a 4 MiB limit: err = %v, held %d", err, bs[0].Held)
+	}
+	tiny := batch(20_000, nil) // 1.76 MB of records in about 160 KB
+	if _, err := DecodeBatches(tiny, 1<<20); !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("20,000 tiny records under a 1 MiB limit: err = %v, want ErrBatchTooLarge", err)
+	}
+	if bs, err := DecodeBatches(tiny, 2<<20); err != nil || bs[0].Held != 20_000*recordMemory {
+		t.Fatalf("under a 2 MiB limit: err = %v, held %d, want %d", err, bs[0].Held, 20_000*recordMemory)
 	}
 }
