@@ -1567,3 +1567,71 @@ func TestFetchRecyclesReplyBuffers(t *testing.T) {
 		t.Fatalf("fetches serving %d MB allocated %d MB; reply buffers are not being reused", served>>20, alloc>>20)
 	}
 }
+
+// TestReadAheadKeepsOnePartitionsError: a consumer catching up on two topics has a read-ahead, and one
+// topic is deleted (through another gateway) before the read-ahead's read runs, so the read-ahead
+// holds UNKNOWN_TOPIC_OR_PARTITION for that partition alone. The next fetch answers the live topic's
+// partition with its records: the read-ahead is a miss, not a Redis failure spread to every partition.
+func TestReadAheadKeepsOnePartitionsError(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	t.Cleanup(func() { forgetSizing("ra-live"); forgetSizing("ra-gone") })
+	for i, name := range []string{"ra-live", "ra-gone"} {
+		if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, ID: [16]byte{byte(i + 1)}, Partitions: 1, Created: time.Now().UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		appendValues(t, ctx, store, name, 0, 200, 100)
+	}
+	c := fetchConn(t, g)
+	req := func(offLive, offGone int64) *kmsg.FetchRequest {
+		r := fetchRequest("ra-live", 0, offLive, 2000, 1<<20)
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "ra-gone"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, offGone, 2000
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return r
+	}
+	next := func(sp kmsg.FetchResponseTopicPartition, from int64) int64 {
+		raw, last := sp.RecordBatches, from
+		for len(raw) > 0 {
+			var b kmsg.RecordBatch
+			if err := b.ReadFrom(raw); err != nil {
+				t.Fatal(err)
+			}
+			last = b.FirstOffset + int64(b.LastOffsetDelta) + 1
+			raw = raw[12+int(b.Length):]
+		}
+		return last
+	}
+	resp, err := c.fetch(ctx, req(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	nl, ng := next(fr.Topics[0].Partitions[0], 0), next(fr.Topics[1].Partitions[0], 0)
+	if nl == 0 || ng == 0 || c.ahead == nil {
+		t.Fatalf("setup: next offsets %d and %d, read-ahead %v", nl, ng, c.ahead != nil)
+	}
+	<-c.ahead.done
+	// The delete lands before the read-ahead's read (the same read-ahead, started again after it).
+	reqs, ids, took := c.ahead.reqs, c.ahead.ids, c.ahead.took
+	c.dropReadAhead()
+	if err := store.DeleteTopic(ctx, "ra-gone"); err != nil {
+		t.Fatal(err)
+	}
+	c.ahead = c.newReadAhead(reqs, ids)
+	c.ahead.took = took
+	resp, err = c.fetch(ctx, req(nl, ng))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr = resp.(*kmsg.FetchResponse)
+	live, gone := fr.Topics[0].Partitions[0], fr.Topics[1].Partitions[0]
+	if live.ErrorCode != 0 || next(live, nl) == nl {
+		t.Fatalf("live topic: error %d, records up to %d from %d; want its records", live.ErrorCode, next(live, nl), nl)
+	}
+	if gone.ErrorCode == 0 {
+		t.Fatal("deleted topic answered without an error")
+	}
+}

@@ -308,6 +308,11 @@ func (ra *readAhead) answer(ctx context.Context, order []int) []redisstore.ReadR
 	out := make([]redisstore.ReadResult, len(order))
 	for i, j := range order {
 		if err := res[j].Err; err != nil {
+			if !redisstore.IsUnavailable(err) {
+				// One partition's own answer (its topic deleted meanwhile): a miss, so the fetch
+				// reads afresh and the other partitions get their records, not this error.
+				return nil
+			}
 			// Redis failed moments ago: the whole fetch answers with the (retriable) error now
 			// rather than wait out a second timeout on a fresh read.
 			for i := range out {
