@@ -168,6 +168,9 @@ func (s *Store) appendArgs(b *Batch) []any {
 	if b.KnownPartition {
 		flags |= 2
 	}
+	if b.Durable && (s.opts.WaitReplicas > 0 || s.opts.WaitAOF) {
+		flags |= 4
+	}
 	a.addInt(flags)
 	layout := make([]byte, 2*len(b.Records))
 	for i := range b.Records {
@@ -269,7 +272,18 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		})
 	}
 	s.refreshOnMoved(ctx, out) // every path appends through node clients or pinned connections
+	if s.multiAppend.Load() && slices.ContainsFunc(out, refusedUndo) {
+		// The server refuses the transaction's undo: a master replaced by Redis 7.2+ or Valkey since
+		// the probe. Appends are scripts from now on; the partition this hit keeps its stream's last
+		// ID past the high watermark, and refuses appends (ErrStreamConflict).
+		s.multiAppend.Store(false)
+	}
 	return out
+}
+
+// refusedUndo reports an append whose finish step could not set the stream's last ID back (Redis 7.2+).
+func refusedUndo(r AppendResult) bool {
+	return r.Err != nil && strings.Contains(r.Err.Error(), "max_deleted_entry_id")
 }
 
 // scriptPiper is what an append needs: a client or one pinned connection.
@@ -279,11 +293,32 @@ type scriptPiper interface {
 }
 
 // appendOn runs the batches' append scripts on c in one pipeline and stores the results in out.
+//
+// Scripts are loaded lazily: a fresh Redis (or a failed-over replica, or one whose script cache was
+// flushed) answers EVALSHA with NOSCRIPT, and the batch is run again with the script's text. A
+// partition with several batches in the pipeline has its first sent with the text (EVAL), which loads
+// the script for the ones after it: were the first answered NOSCRIPT and the script loaded meanwhile
+// by another connection, a later batch would be stored before it.
 func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult) {
 	cmds := make([]*redis.Cmd, len(batches))
+	var several map[partID]int // partitions with several batches: batches not yet queued
+	if len(batches) > 1 {
+		several = make(map[partID]int, len(batches))
+		for _, b := range batches {
+			several[partID{b.Topic, b.Partition}]++
+		}
+	}
 	pipe := c.Pipeline()
 	for i, b := range batches {
-		cmds[i] = appendScript.EvalSha(ctx, pipe, s.partKeys(b), s.appendArgs(b)...)
+		id := partID{b.Topic, b.Partition}
+		keys, args := s.partKeys(b), s.appendArgs(b)
+		switch n := several[id]; {
+		case n > 1:
+			cmds[i] = appendScript.Eval(ctx, pipe, keys, args...)
+			several[id] = -1 // the rest: EVALSHA
+		default:
+			cmds[i] = appendScript.EvalSha(ctx, pipe, keys, args...)
+		}
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
@@ -294,7 +329,6 @@ func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, o
 		}
 		out[i] = appendResult(cmds[i])
 	}
-	// Scripts are loaded lazily: a fresh Redis (or a failed-over replica) answers NOSCRIPT once.
 	for _, i := range retry {
 		out[i] = appendResult(appendScript.Run(ctx, c, s.partKeys(batches[i]), s.appendArgs(batches[i])...))
 	}
@@ -318,7 +352,7 @@ func appendResult(c *redis.Cmd) AppendResult {
 
 // scriptAnswer reads the answer of the append script or of the finish step (at least two numbers):
 // {base offset, log start offset, 1 if duplicate} or {-1, code}; only the finish step answers the
-// codes -2 and -3.
+// codes -3 and -4.
 func scriptAnswer(vals []int64) AppendResult {
 	if vals[0] >= 0 {
 		return AppendResult{BaseOffset: vals[0], LogStartOffset: vals[1], Duplicate: len(vals) > 2 && vals[2] == 1}

@@ -145,19 +145,31 @@ end
 // KEYS: stream, meta, tindex, producers, bindex.
 // ARGV: 1 producer id (-1: none), 2 epoch, 3 base sequence, 4 record count n, 5 flags: 1 to let Redis 7
 // assign sequence numbers (XADD 0-*) after the first record, 2 to refuse the batch ({-1, 3},
-// UNKNOWN_TOPIC_OR_PARTITION) when the partition has no meta (Batch.KnownPartition), 6 layout: two bytes (big endian) per
+// UNKNOWN_TOPIC_OR_PARTITION) when the partition has no meta (Batch.KnownPartition), 4 when the caller
+// waits for the write to replicate (a duplicate then writes too), 6 layout: two bytes (big endian) per
 // record = its number of field pairs after "ts", 7 k = number of time-index candidates, then k pairs
 // (record index from 0, timestamp): the batch's time-index candidates (eachTimeCandidate),
 // then per record: timestamp, field, value, ...
-// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code}.
-var appendScript = redis.NewScript(batchLua + `
+// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 the
+// stream's last ID is not where the high watermark says (ErrStreamConflict)}.
+var appendScript = redis.NewScript(appendScriptSource)
+
+// appendScriptSource is appendScript's code.
+var appendScriptSource = batchLua + `
 local stream, meta, tindex, prods, bindex = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local nxt, start, tix, st, known = readMeta(meta, pid)
 local flags = tonumber(ARGV[5])
-if not known and flags >= 2 then return {-1, 3} end
+if not known and math.floor(flags / 2) % 2 == 1 then return {-1, 3} end
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, n, start, st)
-if refused then return refused end
+if refused then
+  if refused[1] >= 0 and math.floor(flags / 4) % 2 == 1 then
+    -- A duplicate the caller will WAIT for: a write (the high watermark, unchanged) replicated after
+    -- the original batch, so that WAIT on the caller's own connection covers the original too.
+    redis.call('HSET', meta, 'next', string.format('%d', nxt))
+  end
+  return refused
+end
 local auto = flags % 2 == 1
 local layout = ARGV[6]
 local k = tonumber(ARGV[7])
@@ -169,14 +181,21 @@ for r = 1, n do
   -- the rest follow it densely.
   local id = '0-*'
   if r == 1 or not auto then id = string.format('0-%d', nxt + r) end
-  redis.call('XADD', stream, id, 'ts', unpack(ARGV, i, j))
+  if r == 1 then
+    -- Refused when the stream's last ID is past the high watermark or not of kgate's form (a foreign
+    -- entry, perhaps since deleted): a conflict, nothing stored.
+    local added = redis.pcall('XADD', stream, id, 'ts', unpack(ARGV, i, j))
+    if type(added) == 'table' and added.err then return {-1, -2} end
+  else
+    redis.call('XADD', stream, id, 'ts', unpack(ARGV, i, j))
+  end
   bytes = bytes + recordOverhead
   for f = i + 1, j do bytes = bytes + #ARGV[f] end
   i = j + 1
 end
 finishBatch(meta, tindex, bindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 8, bytes)
 return {nxt, start, 0}
-`)
+`
 
 // deleteRecordsScript moves a partition's log start offset forward and trims the stream below it, and
 // the time index's points below it but the last (whose running maximum still bounds the timestamps of

@@ -1,0 +1,135 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The script append (appendScript) is what Redis 7.2+, Valkey, Redis before 7 and the embedded store
+// run. These tests take it on the suite's servers by turning the MULTI append off.
+
+// scriptStore is a store of backend's appending with scripts.
+func scriptStore(t *testing.T, opts Options) *Store {
+	t.Helper()
+	s := openStore(t, opts)
+	s.multiAppend.Store(false)
+	return s
+}
+
+// TestScriptAppendForeignLastIDConflicts: a foreign entry XADDed and then XDELed leaves the stream's
+// last ID foreign. The script append's first XADD is refused before anything is stored, and the batch
+// is answered ErrStreamConflict (as the MULTI append answers it), not a Redis failure the producer
+// retries for ever; the acknowledged records stay.
+func TestScriptAppendForeignLastIDConflicts(t *testing.T) {
+	for _, backend := range []string{"standalone", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			s := scriptStore(t, backendOptions(t, backend))
+			ctx := t.Context()
+			mustCreateTopic(t, s, "script-foreign", 1)
+			appendOne(t, s, "script-foreign", 0, plain("a", 3)...)
+			key := s.StreamKey("script-foreign", 0)
+			id, err := s.Client().XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "*", Values: []string{"native", "1"}}).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Client().XDel(ctx, key, id).Err(); err != nil {
+				t.Fatal(err)
+			}
+			res := s.Append(ctx, []*Batch{{Topic: "script-foreign", Records: plain("b", 2), ProducerID: -1}})[0]
+			if !errors.Is(res.Err, ErrStreamConflict) || IsUnavailable(res.Err) {
+				t.Fatalf("append after a foreign last ID: %v, want ErrStreamConflict", res.Err)
+			}
+			if got := mustRead(t, s, "script-foreign", 0, 0, 10); len(got.Records) != 3 {
+				t.Fatalf("read %d records, want the 3 acknowledged", len(got.Records))
+			}
+		})
+	}
+}
+
+// TestScriptAppendDurableDuplicateWaits: an acks=all batch whose replication was not confirmed, then
+// retried through another connection (another gateway), is answered as a duplicate only once the
+// replica has it: the script's duplicate answer writes (the high watermark, unchanged), so WAIT on the
+// retry's connection covers the original write. (It wrote nothing, and WAIT confirmed the retry at
+// once while the replica lacked the records.)
+func TestScriptAppendDurableDuplicateWaits(t *testing.T) {
+	master, replica := startReplicated(t)
+	ctx := t.Context()
+	opts := Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 2 * time.Second}
+	one := scriptStore(t, opts)
+	opts.Namespace = one.Namespace()
+	other := scriptStore(t, opts)
+	mustCreateTopic(t, one, "dd", 1)
+	for _, s := range []*Store{one, other} { // both connections have written and been confirmed
+		if res := s.Append(ctx, []*Batch{{Topic: "dd", Records: plain("w", 1), ProducerID: -1, Durable: true}})[0]; res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if err := replica.Pause(); err != nil {
+		t.Skip("cannot pause a server here:", err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			replica.Resume()
+		}
+	})
+	batch := func() *Batch {
+		return &Batch{Topic: "dd", Records: plain("x", 2), ProducerID: 77, BaseSequence: 0, Durable: true}
+	}
+	if res := one.Append(ctx, []*Batch{batch()})[0]; !errors.Is(res.Err, ErrNotDurable) {
+		t.Fatalf("first attempt, the replica stalled: %+v, want ErrNotDurable", res)
+	}
+	if res := other.Append(ctx, []*Batch{batch()})[0]; !errors.Is(res.Err, ErrNotDurable) {
+		t.Fatalf("retry through another connection, the replica still stalled: %+v, want ErrNotDurable", res)
+	}
+	replica.Resume()
+	resumed = true
+	res := other.Append(ctx, []*Batch{batch()})[0]
+	if res.Err != nil || !res.Duplicate || res.BaseOffset != 2 {
+		t.Fatalf("retry with the replica back: %+v, want a duplicate at 2", res)
+	}
+}
+
+// loadScriptAfterFirst is a client hook that, in a pipeline of EVALSHAs, has the append script loaded
+// right after the first one runs: what another connection's NOSCRIPT fallback does after a failover
+// or SCRIPT FLUSH, between two batches of one partition.
+type loadScriptAfterFirst struct{}
+
+func (loadScriptAfterFirst) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (loadScriptAfterFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (loadScriptAfterFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) >= 2 && strings.EqualFold(cmds[0].Name(), "evalsha") {
+			load := redis.NewStringCmd(ctx, "script", "load", appendScriptSource)
+			return next(ctx, append([]redis.Cmder{cmds[0], load}, cmds[1:]...))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestScriptAppendNoscriptKeepsOrder: an idempotent producer's two batches of one partition in one
+// pipeline, the first answered NOSCRIPT and the script loaded (by another connection) before the
+// second runs: the second, refused as out of sequence, is appended again after the first, and both
+// are stored in order (the second was answered OUT_OF_ORDER_SEQUENCE, which a producer takes as fatal).
+func TestScriptAppendNoscriptKeepsOrder(t *testing.T) {
+	s := scriptStore(t, backendOptions(t, "standalone"))
+	ctx := t.Context()
+	mustCreateTopic(t, s, "noscript", 1)
+	appendOne(t, s, "noscript", 0, plain("warm", 1)...)
+	if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.rdb.(*redis.Client).AddHook(loadScriptAfterFirst{})
+	var seq int32
+	first, second := idempotentBatch("noscript", 0, &seq, 2), idempotentBatch("noscript", 0, &seq, 2)
+	res := s.Append(ctx, []*Batch{first, second})
+	if res[0].Err != nil || res[1].Err != nil || res[0].BaseOffset != 1 || res[1].BaseOffset != 3 {
+		t.Fatalf("after NOSCRIPT: first %+v, second %+v; want both stored, at 1 and 3", res[0], res[1])
+	}
+}
