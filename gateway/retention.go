@@ -36,8 +36,10 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 	for name, t := range topics {
 		v, _ := g.topicConfig(t, "retention.ms")
 		ms, err := strconv.ParseInt(v, 10, 64)
-		timed := err == nil && ms >= 0 // -1: keep forever
 		cutoff := now.UnixMilli() - ms
+		// -1 keeps records for ever, and so does a retention reaching before 1970 (Long.MAX_VALUE, the
+		// other way to say it): no record is older than that cutoff, not even one stamped -1.
+		timed := err == nil && ms >= 0 && cutoff > 0
 		var led []int32
 		for p := int32(0); p < t.Partitions; p++ {
 			if g.nodes.leaderFor(name, p).ID == g.cfg.NodeID {
@@ -59,6 +61,11 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 			if err != nil {
 				continue
 			}
+			// And its largest timestamp, read after it: records stamped -1 (none) never raise it.
+			_, maxTS, stamped, err := g.store.MaxTimestamp(ctx, name, p)
+			if err != nil {
+				continue
+			}
 			off, _, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
 			if err != nil {
 				continue
@@ -68,7 +75,13 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 			}
 			before := off
 			if !found {
-				before = offs[0].End // every record below it is older than the cutoff
+				// No record at or after the cutoff: every one below the high watermark is older, if the
+				// partition's records have timestamps at all; records without one stay (Apache would go
+				// by the segment file's time).
+				if !stamped || maxTS >= cutoff {
+					continue
+				}
+				before = offs[0].End
 			}
 			if start, err := g.store.DeleteRecords(ctx, name, p, before); err == nil && ctx.Err() == nil {
 				g.log.Debug().Str("topic", name).Int32("partition", p).Int64("log_start", start).Msg("retention applied")

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"errors"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,5 +142,40 @@ func TestRetentionLoopRestartsAfterPanic(t *testing.T) {
 	})
 	if got := testutil.ToFloat64(mPanics.WithLabelValues("retention")) - before; got != 1 {
 		t.Errorf("kgate_panics_recovered_total{where=retention} grew by %v, want 1", got)
+	}
+}
+
+// TestRetentionKeepsRecordsWithoutTimestamps: records stamped -1 (a producer that sets no time; Apache
+// accepts them) are not taken for older than the cutoff: a topic kept for ever with retention.ms
+// Long.MAX_VALUE keeps them, and so does one with an hour's retention, as nothing says how old they
+// are. A partition whose records do carry old timestamps is still trimmed to its high watermark.
+func TestRetentionKeepsRecordsWithoutTimestamps(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0"})
+	for name, ms := range map[string]string{"forever": strconv.FormatInt(math.MaxInt64, 10), "hour": "3600000", "old": "3600000"} {
+		if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 1, Configs: map[string]string{"retention.ms": ms}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Listen(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.ln.Close()
+	now := time.Now()
+	for name, ts := range map[string]int64{"forever": -1, "hour": -1, "old": now.Add(-2 * time.Hour).UnixMilli()} {
+		b := []*redisstore.Batch{{Topic: name, Partition: 0, ProducerID: -1, KnownPartition: true,
+			Records: []redisstore.Record{{Timestamp: ts, Value: []byte("v")}, {Timestamp: ts, Value: []byte("v")}}}}
+		if res := store.Append(ctx, b); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+	g.enforceRetention(ctx, now)
+	for name, want := range map[string]int64{"forever": 0, "hour": 0, "old": 2} {
+		offs, err := store.PartitionOffsets(ctx, name, []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if offs[0].Start != want || offs[0].End != 2 {
+			t.Errorf("%s: log start %d, high watermark %d; want log start %d", name, offs[0].Start, offs[0].End, want)
+		}
 	}
 }
