@@ -417,3 +417,41 @@ func TestAppendOnServerRefusingUndo(t *testing.T) {
 	}
 	checkDense(t, s, "undo", 0, 9)
 }
+
+// TestAppendTurnsToScriptsWhenUndoRefused: a store that chose the MULTI append (its probe ran on Redis
+// 7.0) on a master since replaced by one refusing the undo (Redis 7.2+, Valkey) turns to scripts at
+// the first append that hits the refusal, so that only that partition is left refusing appends.
+func TestAppendTurnsToScriptsWhenUndoRefused(t *testing.T) {
+	if _, err := exec.LookPath("valkey-server"); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("valkey-server not installed")
+		}
+		t.Fatal("valkey-server not installed")
+	}
+	srv, err := redistest.StartBinary("valkey-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	ctx := t.Context()
+	if !s.loadFunctions(ctx) {
+		t.Fatal("the function library did not load")
+	}
+	s.multiAppend.Store(true) // as a probe on Redis 7.0 left it
+	mustCreateTopic(t, s, "upgraded", 2)
+	var seq int32
+	first := idempotentBatch("upgraded", 0, &seq, 2)
+	mustAppend(t, s, first)
+	retry := &Batch{Topic: "upgraded", ProducerID: first.ProducerID, BaseSequence: 0, Records: plain("v", 2)}
+	if res := s.Append(ctx, []*Batch{retry})[0]; res.Err == nil {
+		t.Fatalf("retried batch: %+v; want the finish step's refused undo", res)
+	}
+	if mode := s.AppendMode(); mode != "script" {
+		t.Fatalf("append mode %q after the undo was refused, want script", mode)
+	}
+	var other int32
+	if res := mustAppend(t, s, idempotentBatch("upgraded", 1, &other, 3)); res.BaseOffset != 0 {
+		t.Fatalf("another partition's batch at %d", res.BaseOffset)
+	}
+}
