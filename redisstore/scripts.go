@@ -185,7 +185,10 @@ for r = 1, n do
     -- Refused when the stream's last ID is past the high watermark or not of kgate's form (a foreign
     -- entry, perhaps since deleted): a conflict, nothing stored.
     local added = redis.pcall('XADD', stream, id, 'ts', unpack(ARGV, i, j))
-    if type(added) == 'table' and added.err then return {-1, -2} end
+    if type(added) == 'table' and added.err then
+      if string.find(added.err, 'equal or smaller', 1, true) then return {-1, -2} end
+      return added -- another failure (a key of another type): the caller's, as raised
+    end
   else
     redis.call('XADD', stream, id, 'ts', unpack(ARGV, i, j))
   end
