@@ -373,13 +373,10 @@ func TestEvictingMasters(t *testing.T) {
 	})
 }
 
-// TestAppendOnServerRefusingUndo: Redis 7.2+ and Valkey refuse to set a stream's last ID back below an
-// entry just deleted, which the MULTI append's undo of a refused batch does. There the store appends
-// with one script per batch, which decides before it adds: a retried batch is answered as a
-// duplicate, an out-of-sequence one refused, and the partition takes the next batch at the right
-// offset (with the MULTI append, the first refusal left the stream's last ID past the high watermark
-// and every later append of the partition failed). Needs valkey-server (.ci/run installs it).
-func TestAppendOnServerRefusingUndo(t *testing.T) {
+// openValkey opens a store on a valkey-server of its own, a server that refuses the MULTI append's
+// undo (.ci/run installs it; elsewhere the test is skipped without one).
+func openValkey(t *testing.T) *Store {
+	t.Helper()
 	if _, err := exec.LookPath("valkey-server"); err != nil {
 		if os.Getenv("CI") == "" {
 			t.Skip("valkey-server not installed")
@@ -391,7 +388,17 @@ func TestAppendOnServerRefusingUndo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	return openStore(t, Options{Addrs: []string{srv.Addr}})
+}
+
+// TestAppendOnServerRefusingUndo: Redis 7.2+ and Valkey refuse to set a stream's last ID back below an
+// entry just deleted, which the MULTI append's undo of a refused batch does. There the store appends
+// with one script per batch, which decides before it adds: a retried batch is answered as a
+// duplicate, an out-of-sequence one refused, and the partition takes the next batch at the right
+// offset (with the MULTI append, the first refusal left the stream's last ID past the high watermark
+// and every later append of the partition failed). Needs valkey-server (.ci/run installs it).
+func TestAppendOnServerRefusingUndo(t *testing.T) {
+	s := openValkey(t)
 	if s.multiAppend.Load() || !s.autoSeq.Load() {
 		t.Fatalf("multiAppend %v, autoSeq %v on a server refusing the undo: want the script append with XADD 0-*", s.multiAppend.Load(), s.autoSeq.Load())
 	}
@@ -422,18 +429,7 @@ func TestAppendOnServerRefusingUndo(t *testing.T) {
 // 7.0) on a master since replaced by one refusing the undo (Redis 7.2+, Valkey) turns to scripts at
 // the first append that hits the refusal, so that only that partition is left refusing appends.
 func TestAppendTurnsToScriptsWhenUndoRefused(t *testing.T) {
-	if _, err := exec.LookPath("valkey-server"); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip("valkey-server not installed")
-		}
-		t.Fatal("valkey-server not installed")
-	}
-	srv, err := redistest.StartBinary("valkey-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	s := openStore(t, Options{Addrs: []string{srv.Addr}})
+	s := openValkey(t)
 	ctx := t.Context()
 	if !s.loadFunctions(ctx) {
 		t.Fatal("the function library did not load")
