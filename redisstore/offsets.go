@@ -45,6 +45,18 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	if len(commits) == 0 {
 		return errs
 	}
+	if !s.indexedLately(group) {
+		// Listed before its offsets are written: a gateway dying between the two would leave offsets
+		// that ListGroups and a topic's deletion never see, were the commit not retried (an async
+		// commit, one on close). The SADD after the offsets (below) keeps the listing fresh.
+		if err := s.rdb.SAdd(ctx, s.keys.groups(), group).Err(); err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+		_ = s.groupIndexed(group, nil)
+	}
 	offKey, tsKey, mdKey := s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
 	canon := make([]*redis.IntCmd, len(commits))
 	mds := make([]*redis.IntCmd, len(commits))
@@ -186,10 +198,16 @@ func (s *Store) groupIndexed(group string, err error) error {
 		}
 		return nil
 	}
-	if at, known := s.indexed.Load(group); known && now-at.(*atomic.Int64).Load() < int64(indexedFor) {
+	if s.indexedLately(group) {
 		return nil
 	}
 	return err
+}
+
+// indexedLately reports whether this store added group to the groups set within indexedFor.
+func (s *Store) indexedLately(group string) bool {
+	at, known := s.indexed.Load(group)
+	return known && time.Now().UnixNano()-at.(*atomic.Int64).Load() < int64(indexedFor)
 }
 
 // forgetIndexed drops group from the groups this store added to the groups set (it was removed).

@@ -422,7 +422,7 @@ func TestCommitAfterScriptFlush(t *testing.T) {
 		hook := &countingHook{}
 		s.Client().AddHook(hook)
 		mustCommit(t, s, "after", time.Now(), commits...)
-		if n := hook.single.Load(); n > 0 {
+		if n := hook.single.Load(); n > 1 { // one: the new group's listing, before its offsets
 			t.Fatalf("a commit of %d partitions after the script was flushed sent %d commands one by one", parts, n)
 		}
 		for p := range int32(parts) {
@@ -492,4 +492,29 @@ func TestGroupIndexedFailure(t *testing.T) {
 	if err := s.groupIndexed("h", down); err != down {
 		t.Fatalf("group listed %v ago: %v, want the SADD's error", indexedFor, err)
 	}
+}
+
+// TestCommitListsGroupBeforeOffsets: a group's first commit adds it to the groups set before its
+// offsets are written, so no gateway dying in between leaves offsets that ListGroups and a topic's
+// deletion never see. Here the set cannot be written (its key holds another type): the commit fails
+// and stores nothing, where it used to store the offsets and then fail.
+func TestCommitListsGroupBeforeOffsets(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "listed", 1)
+		if err := s.Client().Set(ctx, s.keys.groups(), "not a set", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		errs := s.CommitOffsets(ctx, "unlisted", []OffsetCommit{{Topic: "listed", Partition: 0, Offset: 0}}, time.Now())
+		if !redis.HasErrorPrefix(errs[0], "WRONGTYPE") {
+			t.Fatalf("commit with the groups set unwritable: %v, want WRONGTYPE", errs[0])
+		}
+		got, err := s.CommittedOffsets(ctx, "unlisted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 0 {
+			t.Fatalf("offsets stored for a group not listed: %+v", got)
+		}
+	})
 }
