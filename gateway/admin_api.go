@@ -613,8 +613,13 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The group's writes are held from the check of its members to the commit, not while the answer
-	// (which can be megabytes) goes to a client that may not read it.
-	unlock := sync.OnceFunc(g.writes.commit(group))
+	// (which can be megabytes) goes to a client that may not read it. A dry run writes nothing and
+	// holds nothing: its lookups (one a partition for a timestamp) would stall the commits of every
+	// group sharing the lock's stripe behind any deletion waiting for it.
+	unlock := func() {}
+	if !req.DryRun {
+		unlock = sync.OnceFunc(g.writes.commit(group))
+	}
 	defer unlock()
 	warning := "" // the reset is done, with this said about it
 	info, live, code := g.describeGroup(ctx, group)

@@ -575,3 +575,42 @@ func adminPost(g *Gateway, path, body string) (*httptest.ResponseRecorder, map[s
 	_ = json.Unmarshal(rec.Body.Bytes(), &out)
 	return rec, out
 }
+
+// TestResetDryRunHoldsNoLock: a dry-run reset writes nothing and takes none of the group's write lock,
+// so its lookups (one per partition for a timestamp) cannot stall the commits of the groups sharing
+// the lock's stripe behind a deletion waiting for it. Here a deletion holds the lock: a dry run still
+// answers, and a real reset waits for it.
+func TestResetDryRunHoldsNoLock(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	createTopic(t, store, "dry", 2)
+	appendValues(t, ctx, store, "dry", 0, 5, 10)
+	release := sync.OnceFunc(g.writes.delete("dry-group")) // a DeleteGroups of it, in progress
+	t.Cleanup(release)
+	answered := make(chan int, 2)
+	go func() {
+		w, _ := adminPost(g, "/api/v1/groups/dry-group/offsets", `{"topic":"dry","to":"latest","dryRun":true}`)
+		answered <- w.Code
+	}()
+	select {
+	case code := <-answered:
+		if code != http.StatusOK {
+			t.Fatalf("dry run: %d, want 200", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a dry-run reset waited for the group's write lock")
+	}
+	go func() {
+		w, _ := adminPost(g, "/api/v1/groups/dry-group/offsets", `{"topic":"dry","to":"latest"}`)
+		answered <- w.Code
+	}()
+	select {
+	case code := <-answered:
+		t.Fatalf("a reset answered %d while the group's deletion held its lock", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if code := <-answered; code != http.StatusOK {
+		t.Fatalf("reset after the deletion: %d, want 200", code)
+	}
+}
