@@ -104,6 +104,8 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 				g.topics.invalidate()
 				g.log.Info().Str("topic", rt.Topic).Int32("partitions", partitions).Msg("topic created")
 			}
+			// A later topic of the request colliding with this one on '.' and '_' is refused too.
+			collisions[dotsAsUnderscores(rt.Topic)] = rt.Topic
 			st.TopicID = t.ID
 			st.NumPartitions, st.ReplicationFactor = partitions, 1
 			for _, name := range sortedConfigNames() {

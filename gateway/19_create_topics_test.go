@@ -255,3 +255,34 @@ func TestCreateTopicsClusterMetadataRefused(t *testing.T) {
 		t.Fatal("created by auto-creation")
 	}
 }
+
+// TestCreateTopicsCollisionWithinRequest: two topics of one request that differ only in '.' and '_'
+// are not both created: the second is refused as colliding with the first, as with a registered
+// topic (validate-only requests answer alike).
+func TestCreateTopicsCollisionWithinRequest(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{})
+	for _, validateOnly := range []bool{true, false} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.Version, req.ValidateOnly = 7, validateOnly
+		for _, name := range []string{"orders.v1", "orders_v1"} {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+			req.Topics = append(req.Topics, rt)
+		}
+		r, err := (&conn{g: g}).createTopics(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := r.(*kmsg.CreateTopicsResponse).Topics
+		if sts[0].ErrorCode != 0 || sts[1].ErrorCode != kerr.InvalidTopicException.Code {
+			t.Fatalf("validate only %v: error codes %d and %d, want 0 and INVALID_TOPIC_EXCEPTION", validateOnly, sts[0].ErrorCode, sts[1].ErrorCode)
+		}
+	}
+	all, err := store.Topics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, both := all["orders_v1"]; both {
+		t.Fatal("orders_v1 created beside orders.v1")
+	}
+}
