@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -337,6 +338,7 @@ var (
 	descGroupLag      = prometheus.NewDesc("kgate_group_lag", "Consumer-group lag in records per partition (bounded by metrics.lag_max_series).",
 		[]string{"node", "group", "topic", "partition"}, nil)
 	descLagTruncated = prometheus.NewDesc("kgate_group_lag_series_dropped", "Lag series not exported because of metrics.lag_max_series.", []string{"node"}, nil)
+	descLagUnread    = prometheus.NewDesc("kgate_group_lag_groups_unread", "Groups this gateway coordinates whose committed offsets could not be read in this scrape (a slow or failing Redis): they have no lag series.", []string{"node"}, nil)
 )
 
 func init() {
@@ -368,6 +370,7 @@ func (groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descGroupsByState
 	ch <- descGroupLag
 	ch <- descLagTruncated
+	ch <- descLagUnread
 }
 
 // notePanic counts a recovered panic under where (kgate_panics_recovered_total) and logs it with stack,
@@ -415,10 +418,14 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 	// Read a few groups at a time, each for a second at most: one by one, a group whose read waits
 	// (its slot's master slow or gone) held up every group after it until the scrape's deadline.
 	offsets := make([][]partitionOffset, len(own))
+	var unread atomic.Int64
 	eachAtOnce(len(own), groupWorkers, func(i int) {
 		gctx, cancel := context.WithTimeout(ctx, groupScrapeTimeout)
 		defer cancel()
-		offsets[i], _ = g.groupOffsets(gctx, own[i], "")
+		var err error
+		if offsets[i], err = g.groupOffsets(gctx, own[i], ""); err != nil {
+			unread.Add(1)
+		}
 	})
 	series, dropped := 0, 0
 	for i, name := range own {
@@ -441,4 +448,5 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descLagTruncated, prometheus.GaugeValue, float64(dropped), node)
+	ch <- prometheus.MustNewConstMetric(descLagUnread, prometheus.GaugeValue, float64(unread.Load()), node)
 }

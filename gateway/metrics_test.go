@@ -125,7 +125,8 @@ func TestMetricsForgetDeletedTopicsAndGroups(t *testing.T) {
 
 // A scrape reads the groups' offsets a few at a time: one group whose read waits (here, forever: its
 // Redis connection stalls) costs the scrape its deadline but not the other groups' lag series, which a
-// scrape reading one group after another lost with the deadline.
+// scrape reading one group after another lost with the deadline; kgate_group_lag_groups_unread counts
+// it.
 func TestLagMetricsNotHeldUpByOneGroup(t *testing.T) {
 	m := startMiniredis(t)
 	p := redistest.StartProxy(t, m.Addr())
@@ -154,6 +155,16 @@ func TestLagMetricsNotHeldUpByOneGroup(t *testing.T) {
 		if !strings.Contains(body, `kgate_group_lag{group="`+group+`"`) {
 			t.Errorf("no lag series for %s while lag-a's read stalled:\n%s", group, body)
 		}
+	}
+	// The group left without series is counted, not silently missing.
+	unread := ""
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "kgate_group_lag_groups_unread{") {
+			unread = line
+		}
+	}
+	if !strings.HasSuffix(unread, " 1") {
+		t.Errorf("kgate_group_lag_groups_unread: %q, want 1 (lag-a)", unread)
 	}
 }
 
