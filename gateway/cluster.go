@@ -83,10 +83,8 @@ func (g *Gateway) register(ctx context.Context) error {
 		case <-time.After(g.cfg.HeartbeatInterval):
 		}
 	}
+	g.nodes.holdOnJoin(2 * g.cfg.HeartbeatInterval)
 	g.refreshMembership(ctx)
-	if len(g.nodes.alive()) > 1 {
-		g.nodes.hold(time.Now().Add(2 * g.cfg.HeartbeatInterval))
-	}
 	return nil
 }
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -336,5 +339,68 @@ func TestResubscribeWakesLongPolls(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the fetch did not answer")
+	}
+}
+
+// failFirstGatewaysRead fails the first read of the gateway registry (the registry script, EVALSHA or
+// EVAL with the gateways key alone), as a transient Redis error would.
+type failFirstGatewaysRead struct{ done *atomic.Bool }
+
+func (failFirstGatewaysRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (failFirstGatewaysRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h failFirstGatewaysRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if len(a) == 4 && (a[0] == "evalsha" || a[0] == "eval") && fmt.Sprint(a[3]) == "kgate:gateways" &&
+			h.done.CompareAndSwap(false, true) {
+			err := errors.New("injected: registry read failed")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestJoinHoldAfterFailedFirstRead: a gateway joining a live peer holds off coordinating for two
+// intervals from its first view of the registry, also when the read at its registration failed and
+// that first view comes at the membership loop's next refresh (it claimed its groups at once then,
+// while the peer, not having seen it yet, still coordinated them).
+func TestJoinHoldAfterFailedFirstRead(t *testing.T) {
+	for _, failFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("firstReadFails=%v", failFirst), func(t *testing.T) {
+			ctx := context.Background()
+			m := startMiniredis(t)
+			store := openStoreAt(t, m.Addr(), redisstore.Options{})
+			const hb, nodeTimeout = 500 * time.Millisecond, 3 * time.Second
+			peer := redisstore.GatewayInfo{NodeID: 2, Instance: "peer", Advertised: "127.0.0.1:1"}
+			if err := store.RegisterGateway(ctx, peer, nodeTimeout); err != nil {
+				t.Fatal(err)
+			}
+			var injected atomic.Bool
+			if failFirst {
+				store.Client().AddHook(failFirstGatewaysRead{&injected})
+			}
+			g := New(Config{Listen: "127.0.0.1:0", NodeID: 1, HeartbeatInterval: hb, NodeTimeout: nodeTimeout}, store, zerolog.Nop())
+			if err := g.Listen(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer g.ln.Close()
+			if failFirst && !injected.Load() {
+				t.Fatal("the registry read was not failed")
+			}
+			group := groupOn([]int32{1, 2}, 0) // node 1's under the set {1, 2}
+			if g.nodes.isCoordinator(group) {
+				t.Fatalf("right after registration node 1 claims %s", group)
+			}
+			g.refreshMembership(ctx) // the membership loop's first refresh, one interval later
+			if len(g.nodes.alive()) != 2 {
+				t.Fatalf("view: %+v", g.nodes.all())
+			}
+			if g.nodes.isCoordinator(group) {
+				t.Fatalf("node 1 claims %s at its first view of the registry, without the join hold", group)
+			}
+		})
 	}
 }

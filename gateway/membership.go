@@ -28,6 +28,9 @@ type membership struct {
 	nodes []gatewayNode
 	// holdUntil: before it, this gateway coordinates nothing (see hold).
 	holdUntil time.Time
+	// joinHold: the hold a joining gateway takes at its first view of the registry that shows another
+	// live gateway (holdOnJoin).
+	joinHold time.Duration
 	// leaseUntil: past it, this gateway coordinates nothing (see renew). Zero until the first
 	// registration, before which nothing is served.
 	leaseUntil time.Time
@@ -65,8 +68,26 @@ func (m *membership) set(nodes []gatewayNode) {
 		}
 		m.settleUntil = time.Now().Add(m.settle)
 	}
+	if !m.viewed && m.joinHold > 0 {
+		for _, n := range sorted {
+			if n.Alive && n.ID != m.self {
+				// The first view, whether registration's own read or a later one when that failed.
+				m.holdUntil = time.Now().Add(m.joinHold)
+				break
+			}
+		}
+	}
 	m.viewed, m.viewedAt = true, time.Now()
 	m.nodes = sorted
+}
+
+// holdOnJoin makes the first view of the registry this gateway gets hold it for d (hold) when that view
+// shows another live gateway: a joining gateway takes its groups back only once its peers had time to
+// see it. Taken at the first view that succeeds, not at registration's read, which may fail.
+func (m *membership) holdOnJoin(d time.Duration) {
+	m.mu.Lock()
+	m.joinHold = d
+	m.mu.Unlock()
 }
 
 func sameIDs(a, b []gatewayNode) bool {
