@@ -31,6 +31,8 @@ const clusterMetadataTopic = "__cluster_metadata"
 
 func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	g := c.g
+	ctx, cancel := requestDeadline(ctx, req.TimeoutMillis)
+	defer cancel()
 	resp := kmsg.NewPtrCreateTopicsResponse()
 	existing, collisions, err := g.topics.allWithCollisions(ctx)
 	seen := map[string]int{}

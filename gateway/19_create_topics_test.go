@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -284,5 +288,40 @@ func TestCreateTopicsCollisionWithinRequest(t *testing.T) {
 	}
 	if _, both := all["orders_v1"]; both {
 		t.Fatal("orders_v1 created beside orders.v1")
+	}
+}
+
+// TestCreateTopicsTimeoutBoundsRequest: with Redis stalled (and the topic view still cached), a
+// CreateTopics of eight topics answers within about its timeout_ms, every topic with a retriable
+// error, not after a command timeout for each topic in turn.
+func TestCreateTopicsTimeoutBoundsRequest(t *testing.T) {
+	m := startMiniredis(t)
+	p := redistest.StartProxy(t, m.Addr())
+	const cmdTimeout = time.Second
+	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: cmdTimeout})
+	ctx := t.Context()
+	g := New(Config{}, store, zerolog.Nop())
+	holdTopicView(t, ctx, g)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version, req.TimeoutMillis = 7, 500
+	for i := range 8 {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "stalled-"+strconv.Itoa(i), 1, 1
+		req.Topics = append(req.Topics, rt)
+	}
+	p.Freeze(true)
+	defer p.Freeze(false)
+	start := time.Now()
+	r, err := (&conn{g: g}).createTopics(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*cmdTimeout {
+		t.Fatalf("answered after %v: timeout_ms 500, command timeout %v", took, cmdTimeout)
+	}
+	for _, st := range r.(*kmsg.CreateTopicsResponse).Topics {
+		if st.ErrorCode != kerr.RequestTimedOut.Code {
+			t.Fatalf("%s: error %d with Redis stalled, want REQUEST_TIMED_OUT", st.Topic, st.ErrorCode)
+		}
 	}
 }

@@ -23,6 +23,8 @@ import (
 
 func (c *conn) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
 	g := c.g
+	ctx, cancel := requestDeadline(ctx, req.TimeoutMillis)
+	defer cancel()
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 	type target struct {
 		name *string

@@ -10,7 +10,6 @@ package gateway
 
 import (
 	"context"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,11 +18,8 @@ import (
 func (c *conn) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
 	g := c.g
 	resp := kmsg.NewPtrDeleteRecordsResponse()
-	if req.TimeoutMillis > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
-		defer cancel()
-	}
+	ctx, cancel := requestDeadline(ctx, req.TimeoutMillis)
+	defer cancel()
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic

@@ -20,6 +20,8 @@ import (
 
 func (c *conn) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	g := c.g
+	ctx, cancel := requestDeadline(ctx, req.TimeoutMillis)
+	defer cancel()
 	resp := kmsg.NewPtrCreatePartitionsResponse()
 	seen := map[string]int{}
 	for _, rt := range req.Topics {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -68,4 +69,14 @@ func init() {
 func lookupAPI(key int16) (api, bool) {
 	a, ok := supportedAPIs[key]
 	return a, ok
+}
+
+// requestDeadline bounds ctx by a request's timeout_ms (nothing when it is 0 or less), so that a request
+// naming many topics or partitions answers in about that time when Redis stalls, the items not reached
+// with an error, instead of after a command timeout for each of them.
+func requestDeadline(ctx context.Context, timeoutMillis int32) (context.Context, context.CancelFunc) {
+	if timeoutMillis <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, time.Duration(timeoutMillis)*time.Millisecond)
 }
