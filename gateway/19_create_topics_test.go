@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -295,13 +293,8 @@ func TestCreateTopicsCollisionWithinRequest(t *testing.T) {
 // CreateTopics of eight topics answers within about its timeout_ms, every topic with a retriable
 // error, not after a command timeout for each topic in turn.
 func TestCreateTopicsTimeoutBoundsRequest(t *testing.T) {
-	m := startMiniredis(t)
-	p := redistest.StartProxy(t, m.Addr())
 	const cmdTimeout = time.Second
-	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: cmdTimeout})
-	ctx := t.Context()
-	g := New(Config{}, store, zerolog.Nop())
-	holdTopicView(t, ctx, g)
+	ctx, g, p := proxiedGateway(t, cmdTimeout, nil)
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.Version, req.TimeoutMillis = 7, 500
 	for i := range 8 {

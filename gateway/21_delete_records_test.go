@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -15,14 +16,8 @@ import (
 // answers within its timeout_ms, each partition with an error, not after a command timeout per
 // partition (eight here, the partitions being trimmed one after the other).
 func TestDeleteRecordsTimeoutBoundsRequest(t *testing.T) {
-	m := startMiniredis(t)
-	p := redistest.StartProxy(t, m.Addr())
 	const cmdTimeout = time.Second
-	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: cmdTimeout})
-	ctx := t.Context()
-	createTopic(t, store, "dr", 8)
-	g := New(Config{}, store, zerolog.Nop())
-	holdTopicView(t, ctx, g)
+	ctx, g, p := proxiedGateway(t, cmdTimeout, func(store *redisstore.Store) { createTopic(t, store, "dr", 8) })
 	c := &conn{g: g}
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.Version, req.TimeoutMillis = 2, 500
@@ -49,4 +44,21 @@ func TestDeleteRecordsTimeoutBoundsRequest(t *testing.T) {
 			t.Fatalf("partition %d trimmed with Redis stalled", sp.Partition)
 		}
 	}
+}
+
+// proxiedGateway is a gateway (not serving) on a store that reaches Redis through a proxy the test can
+// stall, with commands timing out after cmdTimeout; setup prepares the store first, and the gateway's
+// topic view is then held (holdTopicView), so a stalled Redis is met by the request's own commands.
+func proxiedGateway(t *testing.T, cmdTimeout time.Duration, setup func(*redisstore.Store)) (context.Context, *Gateway, *redistest.Proxy) {
+	t.Helper()
+	m := startMiniredis(t)
+	p := redistest.StartProxy(t, m.Addr())
+	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: cmdTimeout})
+	ctx := t.Context()
+	if setup != nil {
+		setup(store)
+	}
+	g := New(Config{}, store, zerolog.Nop())
+	holdTopicView(t, ctx, g)
+	return ctx, g, p
 }

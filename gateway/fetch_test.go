@@ -1593,16 +1593,10 @@ func TestReadAheadKeepsOnePartitionsError(t *testing.T) {
 		return r
 	}
 	next := func(sp kmsg.FetchResponseTopicPartition, from int64) int64 {
-		raw, last := sp.RecordBatches, from
-		for len(raw) > 0 {
-			var b kmsg.RecordBatch
-			if err := b.ReadFrom(raw); err != nil {
-				t.Fatal(err)
-			}
-			last = b.FirstOffset + int64(b.LastOffsetDelta) + 1
-			raw = raw[12+int(b.Length):]
+		if offs := batchOffsets(t, sp.RecordBatches); len(offs) > 0 {
+			return offs[len(offs)-1] + 1
 		}
-		return last
+		return from
 	}
 	resp, err := c.fetch(ctx, req(0, 0))
 	if err != nil {

@@ -32,16 +32,7 @@ func TestProduceDecompressionBounded(t *testing.T) {
 	if len(batch) > 4<<10 {
 		t.Fatalf("compressed batch of %d bytes", len(batch))
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "zeros"
-	for p := range int32(3) {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, batch
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := produceRequestOf("zeros", batch, batch, batch)
 
 	j := (&conn{g: g}).prepareProduce(ctx, req)
 	codes := make([]int16, 3)
@@ -84,16 +75,7 @@ func TestProduceRecordMemoryBounded(t *testing.T) {
 	if len(many) > 512<<10 {
 		t.Fatalf("batch of %d bytes", len(many))
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "tiny"
-	for p, b := range [][]byte{many, few} {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = int32(p), b
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := produceRequestOf("tiny", many, few)
 
 	j := (&conn{g: g}).prepareProduce(ctx, req)
 	sps := j.resp.Topics[0].Partitions
@@ -194,4 +176,19 @@ func TestTailCopyPanicKeepsProduce(t *testing.T) {
 	if sp := fetchOne(t, ctx, fetchConn(t, g), fetchRequest("tail-panics", 0, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 || countRecords(sp.RecordBatches) != 2 {
 		t.Fatalf("fetch after the copy's panic: error %d, %d records; want both", sp.ErrorCode, countRecords(sp.RecordBatches))
 	}
+}
+
+// produceRequestOf is a Produce v9 request (acks=-1) of topic with batches[p] for partition p.
+func produceRequestOf(topic string, batches ...[]byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	for p, b := range batches {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(p), b
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
 }

@@ -61,12 +61,7 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 			if err != nil {
 				continue
 			}
-			// And its largest timestamp, read after it: records stamped -1 (none) never raise it.
-			_, maxTS, stamped, err := g.store.MaxTimestamp(ctx, name, p)
-			if err != nil {
-				continue
-			}
-			off, _, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
+			off, maxTS, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
 			if err != nil {
 				continue
 			}
@@ -78,7 +73,7 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 				// No record at or after the cutoff: every one below the high watermark is older, if the
 				// partition's records have timestamps at all; records without one stay (Apache would go
 				// by the segment file's time).
-				if !stamped || maxTS >= cutoff {
+				if maxTS < 0 || maxTS >= cutoff { // OffsetForTime: the partition's largest timestamp
 					continue
 				}
 				before = offs[0].End

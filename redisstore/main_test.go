@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/kgate/kgate/internal/redistest"
 )
 
@@ -219,5 +221,19 @@ func checkFor(t *testing.T, timeout time.Duration, cond func() error) {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// addForeignThenDelete XADDs an entry with a time-based ID to a partition's stream and XDELs it, as a
+// native app cleaning up after itself does: the stream's entries stay kgate's, its last ID does not.
+func addForeignThenDelete(t *testing.T, s *Store, key string) {
+	t.Helper()
+	ctx := t.Context()
+	id, err := s.Client().XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "*", Values: []string{"native", "1"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client().XDel(ctx, key, id).Err(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -45,10 +45,11 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	if len(commits) == 0 {
 		return errs
 	}
-	if !s.indexedLately(group) {
+	listedNow := !s.indexedLately(group)
+	if listedNow {
 		// Listed before its offsets are written: a gateway dying between the two would leave offsets
 		// that ListGroups and a topic's deletion never see, were the commit not retried (an async
-		// commit, one on close). The SADD after the offsets (below) keeps the listing fresh.
+		// commit, one on close). Otherwise the SADD after the offsets (below) keeps the listing fresh.
 		if err := s.rdb.SAdd(ctx, s.keys.groups(), group).Err(); err != nil {
 			for i := range errs {
 				errs[i] = err
@@ -131,10 +132,13 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		notDurable = s.waitDurable(ctx, conn)
 	}
 	pipe := s.rdb.Pipeline()
-	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: a
-	// commit reported stored is listed (a failed SADD fails the commit of a group not listed lately,
-	// which the client retries: groupIndexed).
-	indexed := pipe.SAdd(ctx, s.keys.groups(), group)
+	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: one
+	// listed lately (not just now, above) is listed again, its set's master perhaps failing over meanwhile
+	// (groupIndexed).
+	var indexed *redis.IntCmd
+	if !listedNow {
+		indexed = pipe.SAdd(ctx, s.keys.groups(), group)
+	}
 	cmds := make([]*redis.Cmd, len(commits))
 	for i, c := range commits {
 		if errs[i] == nil {
@@ -156,7 +160,10 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
-	indexErr := s.groupIndexed(group, indexed.Err())
+	var indexErr error
+	if indexed != nil {
+		indexErr = s.groupIndexed(group, indexed.Err())
+	}
 	for i := range commits {
 		switch {
 		case cmds[i] == nil:

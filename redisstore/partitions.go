@@ -301,7 +301,7 @@ type scriptPiper interface {
 // by another connection, a later batch would be stored before it.
 func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult) {
 	cmds := make([]*redis.Cmd, len(batches))
-	var several map[partID]int // partitions with several batches: batches not yet queued
+	var several map[partID]int // batches of each partition; 0 once its first went out as EVAL
 	if len(batches) > 1 {
 		several = make(map[partID]int, len(batches))
 		for _, b := range batches {
@@ -312,11 +312,10 @@ func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, o
 	for i, b := range batches {
 		id := partID{b.Topic, b.Partition}
 		keys, args := s.partKeys(b), s.appendArgs(b)
-		switch n := several[id]; {
-		case n > 1:
+		if several[id] > 1 {
 			cmds[i] = appendScript.Eval(ctx, pipe, keys, args...)
-			several[id] = -1 // the rest: EVALSHA
-		default:
+			several[id] = 0 // the rest: EVALSHA
+		} else {
 			cmds[i] = appendScript.EvalSha(ctx, pipe, keys, args...)
 		}
 	}
@@ -961,9 +960,11 @@ func (s *Store) DeleteRecords(ctx context.Context, topic string, partition int32
 
 // OffsetForTime returns the first offset whose record timestamp is at least ts (Kafka's ListOffsets by
 // timestamp, correct for non-monotonic timestamps), with that record's timestamp; found is false when
-// no such record exists. The time index holds some of the points where the partition's running maximum
-// timestamp grows, and meta the last of them (maxts, maxoff): the answer is the first record after the
-// last point below ts with a timestamp of at least ts, at the latest the first point at or above ts.
+// no such record exists, and recordTS then the largest timestamp the partition's records are known to
+// carry, -1 when none carries one (records stamped -1 alone: retention keeps them). The time index
+// holds some of the points where the partition's running maximum timestamp grows, and meta the last of
+// them (maxts, maxoff): the answer is the first record after the last point below ts with a timestamp
+// of at least ts, at the latest the first point at or above ts.
 func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -978,12 +979,16 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
+	maxOff, maxTS, stamped := metaMax(top.Val())
+	if !stamped {
+		maxTS = -1
+	}
 	if zs := atOrAbove.Val(); len(zs) > 0 {
 		offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
-	} else if maxOff, maxTS, ok := metaMax(top.Val()); ok && maxTS >= min(ts, maxIndexedTS) {
+	} else if stamped && maxTS >= min(ts, maxIndexedTS) {
 		offset = maxOff
 	} else {
-		return 0, 0, false, nil
+		return 0, maxTS, false, nil
 	}
 	from := int64(0)
 	if prev := below.Val(); len(prev) > 0 {
@@ -993,7 +998,11 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	// The records between the two points are read (from the log start when the point below was
 	// deleted): up to the point at or above ts, whose record matches unless it was deleted too (then on
 	// from there, page by page).
-	return s.scanForTime(ctx, topic, partition, from, offset, ts)
+	offset, recordTS, found, err = s.scanForTime(ctx, topic, partition, from, offset, ts)
+	if err == nil && !found {
+		recordTS = maxTS // the records at or after ts were deleted meanwhile
+	}
+	return offset, recordTS, found, err
 }
 
 // metaMax parses the maxts and maxoff fields of a partition's meta hash; ok is false when maxoff is

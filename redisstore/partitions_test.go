@@ -964,13 +964,7 @@ func TestAppendKeepsRecordsAfterForeignEntryDeleted(t *testing.T) {
 		mustCreateTopic(t, s, "foreign-del", 1)
 		appendOne(t, s, "foreign-del", 0, plain("a", 5)...)
 		key := s.StreamKey("foreign-del", 0)
-		id, err := s.Client().XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "*", Values: []string{"native", "1"}}).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Client().XDel(ctx, key, id).Err(); err != nil {
-			t.Fatal(err)
-		}
+		addForeignThenDelete(t, s, key)
 		res := s.Append(ctx, []*Batch{{Topic: "foreign-del", Partition: 0, Records: plain("b", 3), ProducerID: -1}})
 		if res[0].Err == nil {
 			t.Fatalf("append after a foreign ID succeeded: %+v", res[0])

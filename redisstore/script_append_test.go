@@ -33,14 +33,7 @@ func TestScriptAppendForeignLastIDConflicts(t *testing.T) {
 			ctx := t.Context()
 			mustCreateTopic(t, s, "script-foreign", 1)
 			appendOne(t, s, "script-foreign", 0, plain("a", 3)...)
-			key := s.StreamKey("script-foreign", 0)
-			id, err := s.Client().XAdd(ctx, &redis.XAddArgs{Stream: key, ID: "*", Values: []string{"native", "1"}}).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Client().XDel(ctx, key, id).Err(); err != nil {
-				t.Fatal(err)
-			}
+			addForeignThenDelete(t, s, s.StreamKey("script-foreign", 0))
 			res := s.Append(ctx, []*Batch{{Topic: "script-foreign", Records: plain("b", 2), ProducerID: -1}})[0]
 			if !errors.Is(res.Err, ErrStreamConflict) || IsUnavailable(res.Err) {
 				t.Fatalf("append after a foreign last ID: %v, want ErrStreamConflict", res.Err)
