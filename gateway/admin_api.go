@@ -10,6 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"runtime/debug"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -80,6 +82,13 @@ func storeError(w http.ResponseWriter, err error) {
 
 // forwardToCoordinator proxies a group request to the gateway that coordinates the group, when that is
 // another live gateway with an admin address. It reports whether it handled the request.
+//
+// A read the coordinator does not answer is answered by this gateway instead, from Redis. A change
+// (a POST offset reset, a DELETE) cannot be: once it may have reached the coordinator, the coordinator
+// may have applied it, and only its answer says so. When that answer does not come whole, the change
+// is answered 504, outcome unknown, not 503: a "shift" reset sent again after one that was applied
+// moves the offsets twice. It falls through (to notCoordinatingGroup's 503) only when nothing of the
+// request was written to the coordinator.
 func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, group string) bool {
 	if r.Header.Get(forwardedHeader) != "" {
 		return false
@@ -104,10 +113,20 @@ func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, g
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	change := r.Method != http.MethodGet && r.Method != http.MethodHead
+	// written is set once any of the request is written to the coordinator, and cleared at each
+	// attempt's start: the HTTP client sends a request again on a new connection only when nothing of
+	// it went out on the one that failed.
+	var written atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GetConn:      func(string) { written.Store(false) },
+		WroteHeaders: func() { written.Store(true) },
+	}
 	// A coordinator that hangs, fails, or stops half way through its answer must not hang or break the
-	// admin request: past the timeout, or on any error, this gateway answers itself, from Redis. The
-	// answer is read whole before any of it is passed on.
-	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+	// admin request: past the timeout, or on any error, this gateway answers itself, from Redis (a
+	// read), or 504 (a change that may have been applied). The answer is read whole before any of it
+	// is passed on.
+	ctx, cancel := context.WithTimeout(httptrace.WithClientTrace(r.Context(), trace), forwardTimeout)
 	defer cancel()
 	u := *r.URL
 	u.Scheme, u.Host = target.Scheme, target.Host
@@ -117,13 +136,28 @@ func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, g
 	}
 	req.Header = r.Header.Clone()
 	req.Header.Set(forwardedHeader, strconv.Itoa(int(g.cfg.NodeID)))
+	// With either header the HTTP client takes a POST for idempotent and may send it again after a
+	// connection failed with the request written: a reset applied twice.
+	req.Header.Del("Idempotency-Key")
+	req.Header.Del("X-Idempotency-Key")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		if change && written.Load() {
+			outcomeUnknown(w, r, n.ID, group, err)
+			return true
+		}
 		return false
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer+1))
-	if err != nil || len(answer) > maxForwardedAnswer {
+	if err == nil && len(answer) > maxForwardedAnswer {
+		err = fmt.Errorf("answer larger than %d bytes", maxForwardedAnswer)
+	}
+	if err != nil {
+		if change {
+			outcomeUnknown(w, r, n.ID, group, fmt.Errorf("status %d, then %w", resp.StatusCode, err))
+			return true
+		}
 		return false
 	}
 	for k, v := range resp.Header {
@@ -132,6 +166,16 @@ func (g *Gateway) forwardToCoordinator(w http.ResponseWriter, r *http.Request, g
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(answer)
 	return true
+}
+
+// outcomeUnknown answers 504 for a change forwarded to the group's coordinator (node) that may have
+// been applied there but whose answer was lost (err).
+func outcomeUnknown(w http.ResponseWriter, r *http.Request, node int32, group string, err error) {
+	read := "the group's offsets (GET /api/v1/groups/" + pathSegment(group) + "/offsets)"
+	if r.Method == http.MethodDelete {
+		read = "the group (GET /api/v1/groups/" + pathSegment(group) + ")"
+	}
+	writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("forwarded to gateway %d, the group's coordinator, whose answer was lost (%v): the outcome is unknown, the change may have been applied; read %s before retrying", node, err, read))
 }
 
 // maxForwardedAnswer bounds a coordinator's answer to a forwarded admin request (a larger one is

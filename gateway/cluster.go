@@ -258,10 +258,7 @@ func (g *Gateway) publishAppend(topic string, partition int32) {
 	default:
 	}
 	g.markUnsent(m)
-	select {
-	case g.appends <- "": // wakes the publisher should it have emptied its queue meanwhile
-	default: // still full: the publisher comes round again
-	}
+	g.wakePublisher() // should it have emptied its queue meanwhile
 }
 
 // markUnsent keeps append notifications for the publisher's next batch.
@@ -275,14 +272,30 @@ func (g *Gateway) markUnsent(ms ...string) {
 
 // runAppendPublisher batches append notifications into PUBLISH messages.
 func (g *Gateway) runAppendPublisher(ctx context.Context) {
+	// batch is what this pass took from the queue and has not yet published or marked unsent. A panic
+	// before then puts it back (unsent) with a wake-up, which the loop, restarted by goBackground,
+	// publishes: lost, the wake-ups left other gateways' long-polls on those partitions to wait out
+	// their max_wait for records already stored.
+	var batch map[string]struct{}
+	defer func() {
+		if batch != nil { // only while a pass is under way, so only on a panic
+			for m := range batch {
+				if m != "" {
+					g.markUnsent(m)
+				}
+			}
+			g.wakePublisher()
+		}
+	}()
 	for {
+		batch = nil
 		var first string
 		select {
 		case <-ctx.Done():
 			return
 		case first = <-g.appends:
 		}
-		batch := map[string]struct{}{first: {}}
+		batch = map[string]struct{}{first: {}}
 	drain:
 		for len(batch) < 1024 {
 			select {
@@ -292,12 +305,7 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 				break drain
 			}
 		}
-		g.unsentMu.Lock()
-		for m := range g.unsent {
-			batch[m] = struct{}{}
-		}
-		clear(g.unsent)
-		g.unsentMu.Unlock()
+		g.takeUnsent(batch)
 		delete(batch, "") // a wake-up only
 		if len(batch) == 0 {
 			continue
@@ -306,7 +314,9 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 		for m := range batch {
 			parts = append(parts, m)
 		}
-		if err := g.store.PublishAppends(ctx, parts); err != nil && ctx.Err() == nil {
+		err := g.store.PublishAppends(ctx, parts)
+		batch = nil
+		if err != nil && ctx.Err() == nil {
 			g.log.Debug().Err(err).Msg("publish appends")
 			// Published with the next batch instead (the store's client does not resend), or after
 			// publishRetry when no append comes meanwhile: remote long-polls would wait out their
@@ -317,11 +327,27 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 				return
 			case <-time.After(publishRetry):
 			}
-			select {
-			case g.appends <- "":
-			default: // full: the publisher comes round anyway
-			}
+			g.wakePublisher()
 		}
+	}
+}
+
+// takeUnsent moves the notifications marked unsent into batch.
+func (g *Gateway) takeUnsent(batch map[string]struct{}) {
+	g.unsentMu.Lock()
+	defer g.unsentMu.Unlock()
+	for m := range g.unsent {
+		batch[m] = struct{}{}
+	}
+	clear(g.unsent)
+}
+
+// wakePublisher queues a wake-up for the publisher, which then publishes what is marked unsent; when
+// its queue is full it comes round anyway.
+func (g *Gateway) wakePublisher() {
+	select {
+	case g.appends <- "":
+	default:
 	}
 }
 

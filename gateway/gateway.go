@@ -266,7 +266,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		defer close(shutDown)
 		select {
 		case <-ctx.Done():
-			g.shutdown()
+			g.shutdownRecovered()
 		case <-served:
 		}
 	}()
@@ -280,7 +280,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			}
 			if errors.Is(aerr, net.ErrClosed) {
 				err = aerr
-				g.shutdown()
+				g.shutdownRecovered()
 				break
 			}
 			// Out of file descriptors and the like: wait and try again rather than stop serving.
@@ -455,6 +455,12 @@ func (g *Gateway) shutdown() {
 	adminStopped := make(chan struct{})
 	go func() { // waited for below
 		defer close(adminStopped)
+		defer func() {
+			if p := recover(); p != nil {
+				notePanic(g.log, "shutdown", p, debug.Stack(), "panic stopping the admin server; closing it")
+				bestEffort(g.log, func() { g.adminSrv.srv.Close() })
+			}
+		}()
 		g.stopAdmin(grace)
 	}()
 
@@ -483,6 +489,58 @@ func (g *Gateway) shutdown() {
 		c.Close()
 	}
 	g.stopBg()
+}
+
+// shutdownRecovered runs shutdown. A panic in it is logged and counted, and the gateway is then
+// stopped at once (stopAfterPanic) rather than left half stopped: the panic would have ended the
+// process, or, caught by nothing that goes on, left Serve waiting for connections and loops that
+// nothing closes.
+func (g *Gateway) shutdownRecovered() {
+	defer func() {
+		if p := recover(); p != nil {
+			notePanic(g.log, "shutdown", p, debug.Stack(), "panic shutting down; closing everything at once")
+			g.stopAfterPanic()
+		}
+	}()
+	g.shutdown()
+}
+
+// stopAfterPanic does what shutdown does, without its grace (how far shutdown got is unknown): quit
+// closed, then the listener, the admin server, the coordinator and every connection closed, and bgCtx
+// cancelled, each step whatever the others do.
+func (g *Gateway) stopAfterPanic() {
+	g.mu.Lock()
+	if !g.quitting() {
+		close(g.quit)
+		if len(g.conns) == 0 {
+			close(g.drained)
+		}
+	}
+	conns := make([]net.Conn, 0, len(g.conns))
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	bestEffort(g.log, func() { g.ln.Close() })
+	if g.adminSrv.srv != nil {
+		bestEffort(g.log, func() { g.adminSrv.srv.Close() })
+	}
+	bestEffort(g.log, g.coord.Close)
+	for _, c := range conns {
+		bestEffort(g.log, func() { c.Close() })
+	}
+	g.stopBg()
+}
+
+// bestEffort runs a step of stopAfterPanic; a panic in it is logged and counted, and the next step
+// runs.
+func bestEffort(log zerolog.Logger, step func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			notePanic(log, "shutdown", p, debug.Stack(), "panic closing down after a panic in shutdown")
+		}
+	}()
+	step()
 }
 
 // OpenConnections reports the number of open client connections.

@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -13,7 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/kgate/kgate/redisstore"
 )
 
 // eachAtOnce runs every item although one panics, and carries that panic to its caller's goroutine,
@@ -160,5 +165,110 @@ func TestAdminHandlerPanicAfterAnswerAborts(t *testing.T) {
 	}
 	if s.running != 0 {
 		t.Errorf("%d handlers counted running after the panic", s.running)
+	}
+}
+
+// panicOnceOnClose is a listener whose first Close closes it and then panics, as a faulty listener
+// wrapper would.
+type panicOnceOnClose struct {
+	net.Listener
+	panicked atomic.Bool
+}
+
+func (l *panicOnceOnClose) Close() error {
+	err := l.Listener.Close()
+	if !l.panicked.Swap(true) {
+		panic("a listener that panics on close")
+	}
+	return err
+}
+
+// A panic in shutdown (here at its first step, closing the listener) is logged and counted, and the
+// gateway still stops: the connections are closed, the background loops end and Serve returns. The
+// shutdown goroutine recovered nothing: the panic ended the process.
+func TestShutdownPanicStillStops(t *testing.T) {
+	g := New(Config{Listen: "127.0.0.1:0"}, shutdownStore(t), zerolog.Nop())
+	if err := g.Listen(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	g.ln = &panicOnceOnClose{Listener: g.ln}
+	stop := startServing(t, g)
+	c := dialShutdownGateway(t, g)
+	waitFor(t, 10*time.Second, "the connection to be served", func() bool { return g.OpenConnections() == 1 })
+	before := testutil.ToFloat64(mPanics.WithLabelValues("shutdown"))
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stop()
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return after a panic in shutdown")
+	}
+	if got := testutil.ToFloat64(mPanics.WithLabelValues("shutdown")) - before; got != 1 {
+		t.Errorf("kgate_panics_recovered_total{where=shutdown} grew by %v, want 1", got)
+	}
+	if g.bgCtx.Err() == nil {
+		t.Error("the background loops' context is not cancelled")
+	}
+	expectClosed(t, c)
+}
+
+// panicOnFirstPublish panics in the first PUBLISH sent through the client it hooks, before sending it.
+type panicOnFirstPublish struct{ done *atomic.Bool }
+
+func (panicOnFirstPublish) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (panicOnFirstPublish) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h panicOnFirstPublish) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "publish" && h.done.CompareAndSwap(false, true) {
+			panic("injected: a panic publishing appends")
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A panic in the append publisher restarts it (goBackground), and the notifications it held are
+// published by the restarted loop: they were lost, and other gateways' long-polls on those partitions
+// waited out their max_wait for records already stored.
+func TestAppendPublisherPanicResends(t *testing.T) {
+	p, mp := restartPause, maxRestartPause
+	t.Cleanup(func() { restartPause, maxRestartPause = p, mp }) // once the gateway has stopped
+	restartPause, maxRestartPause = time.Millisecond, time.Millisecond
+	m := startMiniredis(t)
+	store := openStoreAt(t, m.Addr(), redisstore.Options{})
+	var panicked atomic.Bool
+	store.Client().AddHook(panicOnFirstPublish{done: &panicked})
+	// A static peer makes this gateway publish its appends (more than one live gateway).
+	g, _ := serveOn(t, store, Config{NodeID: 1, Peers: []Peer{{ID: 2, Addr: "127.0.0.1:1"}}})
+	waitFor(t, 10*time.Second, "the gateway to publish appends", g.multi.Load)
+
+	sub := openStoreAt(t, m.Addr(), redisstore.Options{Namespace: store.Namespace()})
+	got := make(chan string, 16)
+	subscribed := make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = sub.SubscribeAppends(ctx, func(topic string, _ int32) { got <- topic }, sync.OnceFunc(func() { close(subscribed) }))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-subscribed
+
+	before := testutil.ToFloat64(mPanics.WithLabelValues("append_publisher"))
+	g.publishAppend("held", 0)
+	select {
+	case topic := <-got:
+		if topic != "held" {
+			t.Fatalf("notification for %q, want held", topic)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the notification the publisher held when it panicked was never published (panicked: %v)", panicked.Load())
+	}
+	if d := testutil.ToFloat64(mPanics.WithLabelValues("append_publisher")) - before; d != 1 {
+		t.Errorf("kgate_panics_recovered_total{where=append_publisher} grew by %v, want 1", d)
 	}
 }

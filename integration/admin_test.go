@@ -22,6 +22,7 @@ import (
 	"github.com/kgate/kgate/internal/redistest"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Issue 4, the admin HTTP API end to end: a real franz-go group consumer commits through the gateway,
@@ -1024,6 +1025,14 @@ func stallingPeer(t *testing.T, talk func(net.Conn)) string {
 // 1 coordinates the groups that hash to it.
 func gatewaysWithStalledPeer(t *testing.T, b backend, stall string) *testGateway {
 	t.Helper()
+	g0, _ := gatewayPairWithPeerAdmin(t, b, stall)
+	return g0
+}
+
+// gatewayPairWithPeerAdmin is gatewaysWithStalledPeer, returning gateway 1 too: gateway 1 advertises
+// admin as its admin API (its own listener serves on another address).
+func gatewayPairWithPeerAdmin(t *testing.T, b backend, admin string) (g0, g1 *testGateway) {
+	t.Helper()
 	fast := func(id int32, advertise string) func(*gateway.Config) {
 		return func(c *gateway.Config) {
 			c.NodeID, c.HeartbeatInterval, c.NodeTimeout = id, 200*time.Millisecond, time.Second
@@ -1032,9 +1041,112 @@ func gatewaysWithStalledPeer(t *testing.T, b backend, stall string) *testGateway
 			}
 		}
 	}
-	g0 := startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
-	startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, stall)})
+	g0 = startGateway(t, b, gatewayOpts{mutate: fast(0, "")})
+	g1 = startGateway(t, b, gatewayOpts{namespace: g0.Namespace, mutate: fast(1, admin)})
 	waitFor(t, 10*time.Second, "both gateways alive on gateway 0", func() bool { _, alive := admGatewaysSeen(t, g0); return alive == 2 })
 	time.Sleep(600 * time.Millisecond) // gateway 0's view settles (two heartbeat intervals)
-	return g0
+	return g0, g1
+}
+
+// answerLosingPeer listens on 127.0.0.1 in front of a peer's admin API (target, stored once known;
+// until then connections are closed at once): each request goes through to the peer, and the
+// connection is closed as soon as the peer's answer begins, that answer dropped, as when a network
+// fails after the peer has acted. It returns the listener's address.
+func answerLosingPeer(t *testing.T) (string, *atomic.Value) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target atomic.Value
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				addr, _ := target.Load().(string)
+				if addr == "" {
+					return
+				}
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				wg.Go(func() { _, _ = io.Copy(up, c) }) // ends when either side is closed below
+				var b [1]byte
+				_, _ = up.Read(b[:]) // the answer begins: the request was handled
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String(), &target
+}
+
+// TestAdminResetForwardAnswerLost: a reset sent to a gateway that does not coordinate the group is
+// forwarded to the coordinator, which applies it; when its answer is then lost, the outcome is unknown
+// and the caller is told so (504, read the offsets before retrying). It was told 503, retry, and a
+// "shift" sent again moved the offsets twice. Where the request surely did not reach the coordinator
+// (its admin address refuses connections), the answer stays 503 and nothing moved.
+func TestAdminResetForwardAnswerLost(t *testing.T) {
+	t.Parallel()
+	b := backends()[0]
+	const topic = "adm-lost-answer"
+	setUp := func(t *testing.T, peerAdmin string, group string) (g0, g1 *testGateway) {
+		g0, g1 = gatewayPairWithPeerAdmin(t, b, peerAdmin)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g0)
+		admCreateTopics(t, ctx, adm, 1, nil, topic)
+		admProduce(t, ctx, admProducer(t, g0), topic, 0, 5, nil)
+		offs := kadm.Offsets{}
+		offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
+		if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+			t.Fatalf("commit for %s: %v %v", group, err, resp.Error())
+		}
+		return g0, g1
+	}
+	shift := map[string]any{"topic": topic, "to": "shift", "value": 1}
+
+	t.Run("answer lost", func(t *testing.T) {
+		peer, target := answerLosingPeer(t)
+		group := admCoordinatedBy("adm-lost-answer", 1)
+		g0, g1 := setUp(t, peer, group)
+		target.Store(g1.AdminAddr().String())
+		msg := admWantError(t, http.MethodPost, admOffsetsURL(g0, group), shift, http.StatusGatewayTimeout)
+		if !strings.Contains(msg, "outcome is unknown") || !strings.Contains(msg, "offsets") {
+			t.Fatalf("504 says %q; want that the outcome is unknown and to read the offsets", msg)
+		}
+		// The coordinator applied the shift once.
+		if o := admFindOffset(t, admOffsets(t, g0, group, topic), topic, 0); o.CommittedOffset != 2 {
+			t.Fatalf("committed offset after the forwarded shift: %d, want 2 (1 shifted by 1)", o.CommittedOffset)
+		}
+		// A deletion whose answer is lost is as unknown.
+		msg = admWantError(t, http.MethodDelete, admGroupURL(g0, group), nil, http.StatusGatewayTimeout)
+		if !strings.Contains(msg, "outcome is unknown") || !strings.Contains(msg, "read the group (") {
+			t.Fatalf("504 says %q; want that the outcome is unknown and to read the group", msg)
+		}
+	})
+	t.Run("connection refused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := ln.Addr().String()
+		ln.Close()
+		group := admCoordinatedBy("adm-refused", 1)
+		g0, _ := setUp(t, refused, group)
+		msg := admWantError(t, http.MethodPost, admOffsetsURL(g0, group), shift, http.StatusServiceUnavailable)
+		if !strings.Contains(msg, "retry") {
+			t.Fatalf("503 says %q; want retry", msg)
+		}
+		if o := admFindOffset(t, admOffsets(t, g0, group, topic), topic, 0); o.CommittedOffset != 1 {
+			t.Fatalf("committed offset after the refused shift: %d, want 1, unmoved", o.CommittedOffset)
+		}
+	})
 }

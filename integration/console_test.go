@@ -2,14 +2,21 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // Issue 4, the web console: the embedded page over plain HTTP, and rendered by a real headless
@@ -141,4 +148,111 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Logf("attempt %d: %s", attempt, why)
 	}
 	t.Fatalf("console never rendered the group: %s\nDOM:\n%s", why, dom)
+}
+
+// TestConsoleBrowserGroupDetails: the console asks for group details a few at a time (it asked for all
+// at once: the browser queued them, and the queued ones' timeouts ran out in the queue), and shows a
+// group whose details failed as failed, with what the group list says of it (it was left out, as if
+// gone). Chromium loads the console through a proxy in front of a live gateway that counts the detail
+// requests in flight, makes each take a moment (a slow gateway) and answers one group's with 503.
+func TestConsoleBrowserGroupDetails(t *testing.T) {
+	browser := chromiumPath(t)
+	g := startGateway(t, backends()[0])
+	ctx := testCtx(t, 120*time.Second)
+	const topic, broken, groups = "console-details", "console-broken", 12
+	const maxInFlight = 4 // the page's DETAIL_WORKERS
+	adm := newAdmin(t, g)
+	admCreateTopics(t, ctx, adm, 1, nil, topic)
+	admProduce(t, ctx, admProducer(t, g), topic, 0, 3, nil)
+	names := []string{broken}
+	for i := range groups {
+		names = append(names, fmt.Sprintf("console-details-%02d", i))
+	}
+	for _, group := range names {
+		offs := kadm.Offsets{}
+		offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
+		if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+			t.Fatalf("commit for %s: %v %v", group, err, resp.Error())
+		}
+	}
+
+	target, err := url.Parse(g.AdminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	detail := regexp.MustCompile(`^/api/v1/groups/[^/]+$`)
+	var (
+		mu              sync.Mutex
+		inFlight, most  int
+		asked, answered int
+	)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !detail.MatchString(r.URL.Path) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		inFlight++
+		asked++
+		most = max(most, inFlight)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight--
+			answered++
+			mu.Unlock()
+		}()
+		time.Sleep(150 * time.Millisecond) // a slow gateway: the requests sent together overlap here
+		if r.URL.Path == "/api/v1/groups/"+broken {
+			http.Error(w, `{"error": "redis: injected"}`, http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	brokenDiv := regexp.MustCompile(`(?s)<div class="group failed" data-group="` + regexp.QuoteMeta(broken) + `">(.*?)</div></div>`)
+	var dom, why string
+	for attempt := 1; attempt <= 3; attempt++ {
+		out, err := dumpDOM(t, browser, front.URL+"/")
+		if err != nil {
+			t.Fatalf("chromium: %v\n%s", err, out)
+		}
+		dom = out
+		mu.Lock()
+		most, n := most, asked
+		mu.Unlock()
+		bm := brokenDiv.FindStringSubmatch(dom)
+		missing := ""
+		for _, group := range names[1:] {
+			if !strings.Contains(dom, `<div class="group" data-group="`+group+`">`) {
+				missing = group
+				break
+			}
+		}
+		switch {
+		case most > maxInFlight:
+			t.Fatalf("%d group detail requests in flight at once, want at most %d", most, maxInFlight)
+		case !strings.Contains(dom, `data-loaded="true"`):
+			why = "the page never finished a refresh"
+		case n < len(names):
+			why = fmt.Sprintf("only %d detail requests made", n)
+		case most < 2:
+			why = fmt.Sprintf("at most %d detail request in flight at once: asked one at a time, not a few", most)
+		case bm == nil:
+			why = "no failed group block for " + broken
+		case !strings.Contains(bm[1], "details failed") || !strings.Contains(bm[1], "HTTP 503"):
+			why = "the failed group block does not say its details failed with HTTP 503"
+		case !strings.Contains(bm[1], "total lag 2"):
+			why = "the failed group block lacks the list's total lag (2)"
+		case missing != "":
+			why = "no group block for " + missing
+		default:
+			t.Logf("%d detail requests, at most %d in flight", n, most)
+			return
+		}
+		t.Logf("attempt %d: %s", attempt, why)
+	}
+	t.Fatalf("console: %s\nDOM:\n%s", why, dom)
 }
