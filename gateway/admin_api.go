@@ -777,6 +777,11 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 				warning = "the offsets are written on the Redis primary but its replicas did not confirm them within redis.wait_timeout: a failover now could undo the reset; check the group's offsets before resetting again"
 			case errors.Is(err, redisstore.ErrOffsetsStored):
 				warning = "the offsets are stored, but updating the group's listing or its Redis stream consumer groups failed (" + err.Error() + "): the next commit of the group does it; do not send a relative reset again"
+			case redisstore.OutcomeUnknown(err):
+				// Sent, its answer lost: Redis may have stored the offsets, and a shift sent again
+				// on a 503 would move them twice.
+				writeError(w, http.StatusGatewayTimeout, "redis: "+err.Error()+": the outcome is unknown, the offsets may have been reset; read them (GET /api/v1/groups/"+pathSegment(group)+"/offsets) before retrying")
+				return
 			case err != nil:
 				storeError(w, err)
 				return

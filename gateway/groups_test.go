@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -612,5 +613,70 @@ func TestResetDryRunHoldsNoLock(t *testing.T) {
 	release()
 	if code := <-answered; code != http.StatusOK {
 		t.Fatalf("reset after the deletion: %d, want 200", code)
+	}
+}
+
+// TestAdminResetAnswerLostIsUnknown: an offset reset whose write Redis carried out but whose answer
+// was lost (a command timeout) answers 504, outcome unknown, not 503 "retry": a shift sent again
+// moves the offsets twice. A write refused before it was sent (no connection) stays 503.
+func TestAdminResetAnswerLostIsUnknown(t *testing.T) {
+	srv := redisServer(t)
+	store := openStoreAt(t, srv.Addr, redisstore.Options{})
+	g, _ := serveOn(t, store, Config{})
+	createTopic(t, store, "lost-answer", 1)
+	appendValues(t, t.Context(), store, "lost-answer", 0, 100, 10)
+	if rec, out := adminPost(g, "/api/v1/groups/lost/offsets", `{"topic":"lost-answer","to":"offset","value":50}`); rec.Code != http.StatusOK {
+		t.Fatalf("reset to 50: %d %v", rec.Code, out)
+	}
+	lose := &loseOffsetsAnswer{key: "lost"}
+	store.Client().AddHook(lose)
+	lose.armed.Store(true)
+	rec, out := adminPost(g, "/api/v1/groups/lost/offsets", `{"topic":"lost-answer","to":"shift","value":-10}`)
+	if rec.Code != http.StatusGatewayTimeout || !strings.Contains(fmt.Sprint(out["error"]), "outcome is unknown") {
+		t.Fatalf("shift with its answer lost: %d %v, want 504, outcome unknown", rec.Code, out)
+	}
+	if lose.armed.Load() {
+		t.Fatal("the reset's write was not seen")
+	}
+	got, err := store.CommittedOffsets(t.Context(), "lost")
+	if err != nil || len(got) != 1 || got[0].Offset != 40 {
+		t.Fatalf("committed %+v (%v), want offset 40: the shift applied once", got, err)
+	}
+	// Not sent at all: Redis unreachable.
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer down.Close()
+	if err := down.HSet(t.Context(), "k", "f", "v").Err(); err == nil || redisstore.OutcomeUnknown(err) {
+		t.Fatalf("a write that could not connect (%v) counted as an unknown outcome", err)
+	}
+}
+
+// loseOffsetsAnswer, armed, lets the next pipeline writing a group's offsets (its hashes named with
+// the group at their end) reach Redis, then reports it timed out, as a lost answer would be.
+type loseOffsetsAnswer struct {
+	key   string
+	armed atomic.Bool
+}
+
+func (*loseOffsetsAnswer) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*loseOffsetsAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (h *loseOffsetsAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		writes := false
+		for _, c := range cmds {
+			if a := c.Args(); len(a) > 1 && c.Name() == "hset" && strings.HasSuffix(fmt.Sprint(a[1]), ":"+h.key) {
+				writes = true
+			}
+		}
+		if writes && h.armed.CompareAndSwap(true, false) {
+			lost := fmt.Errorf("read tcp: i/o timeout: %w", context.DeadlineExceeded)
+			for _, c := range cmds {
+				c.SetErr(lost)
+			}
+			return lost
+		}
+		return err
 	}
 }

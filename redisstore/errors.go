@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 
 	"github.com/redis/go-redis/v9"
@@ -54,4 +55,20 @@ func IsUnavailable(err error) bool {
 		}
 	}
 	return true
+}
+
+// OutcomeUnknown reports whether a write that failed with err may have been carried out all the same:
+// its answer did not come back in time, or its connection broke after it was sent. A failure to
+// connect, a wait for a pooled connection, and an error Redis answered mean it was not.
+func OutcomeUnknown(err error) bool {
+	if err == nil || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
