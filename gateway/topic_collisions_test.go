@@ -1,9 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -66,5 +71,72 @@ func TestCollisionsSeeTopicsCreatedHere(t *testing.T) {
 	}
 	if got := metadataV(t, ctx, c, 9, metadataTopic{name: kmsg.StringPtr("admin_made")}); got[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("admin_made right after CreateTopics made admin.made: error %d, want UNKNOWN_TOPIC_OR_PARTITION", got[0].ErrorCode)
+	}
+}
+
+// beforeTopicWrite runs do once, right before the first command that writes topic's registry entry
+// (the command carrying its JSON), through whatever gateway's store it is added to.
+type beforeTopicWrite struct {
+	topic string
+	do    func()
+	once  sync.Once
+}
+
+func (h *beforeTopicWrite) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *beforeTopicWrite) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *beforeTopicWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		named, entry := false, false
+		for _, a := range cmd.Args() {
+			s, _ := a.(string)
+			if b, ok := a.([]byte); ok {
+				s = string(b)
+			}
+			named = named || s == h.topic
+			entry = entry || strings.HasPrefix(s, `{"id":`)
+		}
+		if named && entry {
+			h.once.Do(h.do)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestCreateTopicsCollisionAcrossGateways: two gateways creating names that differ only in '.' and
+// '_' at the same moment do not both succeed: the one whose registration comes second is refused
+// INVALID_TOPIC_EXCEPTION with Apache's message, though its own check of the registry (read before
+// the other registered) found no collision.
+func TestCreateTopicsCollisionAcrossGateways(t *testing.T) {
+	ctx := t.Context()
+	m := startMiniredis(t)
+	storeA := openStoreAt(t, m.Addr(), redisstore.Options{})
+	storeB := openStoreAt(t, m.Addr(), redisstore.Options{})
+	a := &conn{g: New(Config{}, storeA, zerolog.Nop())}
+	b := &conn{g: New(Config{}, storeB, zerolog.Nop())}
+	create := func(c *conn, name string) kmsg.CreateTopicsResponseTopic {
+		resp, err := c.createTopics(ctx, createTopicReq(name, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.CreateTopicsResponse).Topics[0]
+	}
+	storeA.Client().AddHook(&beforeTopicWrite{topic: "orders.v1", do: func() {
+		if st := create(b, "orders_v1"); st.ErrorCode != 0 {
+			t.Errorf("orders_v1 through gateway B: error %d %v", st.ErrorCode, *st.ErrorMessage)
+		}
+	}})
+	st := create(a, "orders.v1")
+	all, err := storeA.Topics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := all["orders.v1"]; ok {
+		t.Fatalf("orders.v1 registered beside orders_v1 (error %d)", st.ErrorCode)
+	}
+	want := "Topic 'orders.v1' collides with existing topic: orders_v1"
+	if st.ErrorCode != kerr.InvalidTopicException.Code || st.ErrorMessage == nil || *st.ErrorMessage != want {
+		t.Fatalf("orders.v1 through gateway A: error %d, message %v; want INVALID_TOPIC_EXCEPTION, %q", st.ErrorCode, st.ErrorMessage, want)
 	}
 }

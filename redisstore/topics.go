@@ -23,8 +23,48 @@ type Topic struct {
 	PartitionMeta int32 `json:"pmeta,omitempty"`
 }
 
+// createTopicScript registers a topic unless its name is taken or differs from a registered topic's
+// only in '.' and '_' (Apache Kafka refuses both), checked and written in one step: two gateways
+// creating "a.b" and "a_b" at once cannot both succeed. The index (KEYS[2]) holds each name by its
+// '.'/'_' form; an entry whose topic is gone (deleted by an earlier kgate version, which leaves the
+// index alone) is stale and taken over. Topics of earlier versions have no entry: the gateway checks
+// them against its registry view, read at the request (an earlier version's gateway checks no
+// better).
+// KEYS: topics, forms. ARGV: name, JSON ("": check only, register nothing). Returns 1 when registered
+// (or, checking only, when it could be), 0 when the name is taken, or the name of the registered
+// topic it collides with.
+var createTopicScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local form = string.gsub(ARGV[1], '%.', '_')
+local other = redis.call('HGET', KEYS[2], form)
+if other and other ~= ARGV[1] and redis.call('HEXISTS', KEYS[1], other) == 1 then return other end
+if ARGV[2] == '' then return 1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], form, ARGV[1])
+return 1
+`)
+
+// registerTopic runs createTopicScript for name with entry ("": check only): nil when registered (or
+// free), ErrTopicExists, a *CollisionError, or a Redis failure.
+func (s *Store) registerTopic(ctx context.Context, name string, entry []byte) error {
+	res, err := createTopicScript.Run(ctx, s.rdb, []string{s.keys.topics(), s.keys.topicForms()}, name, entry).Result()
+	if err != nil {
+		return err
+	}
+	switch r := res.(type) {
+	case int64:
+		if r == 0 {
+			return ErrTopicExists
+		}
+		return nil
+	case string:
+		return &CollisionError{Topic: name, Other: r}
+	}
+	return fmt.Errorf("redisstore: create topic %q: unexpected reply %v", name, res)
+}
+
 // CreateTopic registers t and then writes its partitions' meta hashes; ErrTopicExists when the name is
-// taken.
+// taken, a *CollisionError (ErrTopicCollides) when it collides on '.' and '_' with a registered topic.
 func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if t.Partitions < 1 {
 		return ErrInvalidPartitions
@@ -36,12 +76,8 @@ func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ok, err := s.rdb.HSetNX(ctx, s.keys.topics(), t.Name, buf).Result()
-	if err != nil {
+	if err := s.registerTopic(ctx, t.Name, buf); err != nil {
 		return err
-	}
-	if !ok {
-		return ErrTopicExists
 	}
 	// The meta hashes, then the mark that appends may count on them. Until the mark (or when a step
 	// fails) the topic is as earlier versions made it: meta from the first append.
@@ -140,14 +176,17 @@ func (s *Store) DeleteTopicID(ctx context.Context, name string, id [16]byte) err
 	return s.deleteTopic(ctx, name, func(t Topic) bool { return t.ID == id })
 }
 
-// removeTopicScript removes a registry entry only if it still holds the text the caller read.
-// KEYS: topics. ARGV: name, expected JSON. Returns 1 when removed, 0 when the entry changed
+// removeTopicScript removes a registry entry only if it still holds the text the caller read, and its
+// name's entry in the '.'/'_' index (createTopicScript) with it.
+// KEYS: topics, forms. ARGV: name, expected JSON. Returns 1 when removed, 0 when the entry changed
 // meanwhile, -1 when it is gone.
 var removeTopicScript = redis.NewScript(`
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return -1 end
 if raw ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+local form = string.gsub(ARGV[1], '%.', '_')
+if redis.call('HGET', KEYS[2], form) == ARGV[1] then redis.call('HDEL', KEYS[2], form) end
 return 1
 `)
 
@@ -205,7 +244,7 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 		}
 		cancel()
 		rctx, rcancel := s.bound(parent)
-		res, err := removeTopicScript.Run(rctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
+		res, err := removeTopicScript.Run(rctx, s.rdb, []string{s.keys.topics(), s.keys.topicForms()}, name, raw).Int64()
 		rcancel()
 		switch {
 		case err != nil:

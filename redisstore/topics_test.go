@@ -574,3 +574,37 @@ func TestDeleteTopicUnlinks(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateTopicCollides: CreateTopic refuses a name that differs from a registered topic's only in
+// '.' and '_' (a *CollisionError naming it), checked and registered in one script on the registry's
+// slot (the cluster too); deleting the topic frees the form, and so does an entry an earlier version
+// deleted (the registry entry gone, the index's left).
+func TestCreateTopicCollides(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "orders.v1", 2)
+		var ce *CollisionError
+		if err := s.CreateTopic(ctx, Topic{Name: "orders_v1", Partitions: 1}); !errors.As(err, &ce) || ce.Other != "orders.v1" || !errors.Is(err, ErrTopicCollides) {
+			t.Fatalf("create orders_v1 beside orders.v1: %v, want a collision with orders.v1", err)
+		}
+		if err := s.CreateTopic(ctx, Topic{Name: "orders.v1", Partitions: 1}); !errors.Is(err, ErrTopicExists) {
+			t.Fatalf("create orders.v1 again: %v, want ErrTopicExists", err)
+		}
+		if n, err := s.Client().Exists(ctx, s.keys.meta("orders_v1", 0)).Result(); err != nil || n != 0 {
+			t.Fatalf("the refused name got a meta hash (%d, %v)", n, err)
+		}
+		if err := s.DeleteTopic(ctx, "orders.v1"); err != nil {
+			t.Fatal(err)
+		}
+		mustCreateTopic(t, s, "orders_v1", 1)
+		// An earlier version deletes the registry entry alone: the index entry left names a topic
+		// that is gone, and does not hold the form.
+		if err := s.Client().HDel(ctx, s.keys.topics(), "orders_v1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		mustCreateTopic(t, s, "orders.v1", 1)
+		if err := s.CreateTopic(ctx, Topic{Name: "orders_v1", Partitions: 1}); !errors.As(err, &ce) || ce.Other != "orders.v1" {
+			t.Fatalf("create orders_v1 after orders.v1 took the form over: %v", err)
+		}
+	})
+}
