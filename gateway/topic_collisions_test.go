@@ -140,3 +140,62 @@ func TestCreateTopicsCollisionAcrossGateways(t *testing.T) {
 		t.Fatalf("orders.v1 through gateway A: error %d, message %v; want INVALID_TOPIC_EXCEPTION, %q", st.ErrorCode, st.ErrorMessage, want)
 	}
 }
+
+// afterTopicWrite runs do once, right after the first command that wrote topic's registry entry (the
+// command carrying its JSON) has been answered.
+type afterTopicWrite struct{ beforeTopicWrite }
+
+func (h *afterTopicWrite) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	before := h.beforeTopicWrite.ProcessHook(func(context.Context, redis.Cmder) error { return nil })
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil {
+			_ = before(ctx, cmd) // runs do on the entry's first write
+		}
+		return err
+	}
+}
+
+// TestCreateTopicDeletedAtOnceLeavesNothing: a topic deleted through another gateway right after its
+// registration, while a third gateway's registry view (up to a second old) still holds it, takes no
+// append through that view, and the topic created again under its name starts empty. The view was
+// read before the topic was marked as having its partitions' meta (pmeta), so the append created the
+// partition as for a topic of an earlier version, and the records went to the topic created again.
+func TestCreateTopicDeletedAtOnceLeavesNothing(t *testing.T) {
+	ctx := t.Context()
+	m := startMiniredis(t)
+	creator := openStoreAt(t, m.Addr(), redisstore.Options{})
+	deleter := openStoreAt(t, m.Addr(), redisstore.Options{})
+	stale := New(Config{}, openStoreAt(t, m.Addr(), redisstore.Options{}), zerolog.Nop())
+	creator.Client().AddHook(&afterTopicWrite{beforeTopicWrite{topic: "brief", do: func() {
+		holdTopicView(t, ctx, stale)
+		if err := deleter.DeleteTopic(ctx, "brief"); err != nil {
+			t.Error(err)
+		}
+	}}})
+	a := &conn{g: New(Config{}, creator, zerolog.Nop())}
+	if resp, err := a.createTopics(ctx, createTopicReq("brief", nil)); err != nil {
+		t.Fatal(err)
+	} else if code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create: error %d", code)
+	}
+	if _, err := stale.topics.get(ctx, "brief"); err != nil {
+		t.Fatalf("the stale view lacks the topic: %v", err)
+	}
+
+	j := (&conn{g: stale, log: zerolog.Nop()}).prepareProduce(ctx, produceRequest(t, "brief", []byte("late")))
+	j.begin()
+	resp, err := j.complete(stale.store.Append(ctx, j.batches))
+	j.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("produce through the stale view: error %d, want UNKNOWN_TOPIC_OR_PARTITION", code)
+	}
+	createTopic(t, deleter, "brief", 1)
+	offs, err := deleter.PartitionOffsets(ctx, "brief", []int32{0})
+	if err != nil || offs[0].End != 0 {
+		t.Fatalf("the topic created again: offsets %+v, %v; want it empty", offs, err)
+	}
+}

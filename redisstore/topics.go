@@ -63,37 +63,33 @@ func (s *Store) registerTopic(ctx context.Context, name string, entry []byte) er
 	return fmt.Errorf("redisstore: create topic %q: unexpected reply %v", name, res)
 }
 
-// CreateTopic registers t and then writes its partitions' meta hashes; ErrTopicExists when the name is
-// taken, a *CollisionError (ErrTopicCollides) when it collides on '.' and '_' with a registered topic.
+// CreateTopic writes the partitions' meta hashes of topic t, then registers it marked as having them
+// (pmeta): no registry view ever holds the topic without the mark, so an append through a view of it
+// that finds no meta (the topic deleted since) is refused, never creating keys a topic created again
+// under the name would inherit. ErrTopicExists when the name is taken, a *CollisionError
+// (ErrTopicCollides) when it collides on '.' and '_' with a registered topic.
+//
+// The name is checked before the meta is written, so a refused name (one being deleted among them)
+// gets none. Meta written for a name taken or colliding in the instant between the check and the
+// registration stays: {next: 0}, what that name's next creation writes.
 func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if t.Partitions < 1 {
 		return ErrInvalidPartitions
 	}
-	t.PartitionMeta = 0
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := s.registerTopic(ctx, t.Name, nil); err != nil {
+		return err
+	}
+	if err := s.writePartitionMeta(ctx, t.Name, 0, t.Partitions); err != nil {
+		return err
+	}
+	t.PartitionMeta = t.Partitions
 	buf, err := json.Marshal(t)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	if err := s.registerTopic(ctx, t.Name, buf); err != nil {
-		return err
-	}
-	// The meta hashes, then the mark that appends may count on them. Until the mark (or when a step
-	// fails) the topic is as earlier versions made it: meta from the first append.
-	if s.writePartitionMeta(ctx, t.Name, 0, t.Partitions) != nil {
-		return nil // registered; its partitions get their meta from their first appends
-	}
-	// The mark goes on this very topic only, unless it has one: a topic deleted or created again
-	// meanwhile keeps what it has, and so, on a failure, does this one (unmarked).
-	_ = s.updateTopic(ctx, t.Name, func(cur *Topic) bool {
-		if cur.ID != t.ID || cur.PartitionMeta != 0 {
-			return false
-		}
-		cur.PartitionMeta = t.Partitions
-		return true
-	})
-	return nil
+	return s.registerTopic(ctx, t.Name, buf)
 }
 
 // writePartitionMeta gives partitions [from, to) of topic name a meta hash, with HSETNX: nothing an

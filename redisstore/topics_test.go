@@ -469,6 +469,11 @@ func TestDeleteTopicNameTakenDuringDrop(t *testing.T) {
 	if !errors.Is(createErr, ErrTopicExists) {
 		t.Fatalf("create under the name while its offsets were dropped: %v, want ErrTopicExists", createErr)
 	}
+	// The refused create wrote no meta: left after the deletion's UNLINK, it would take appends through
+	// a view of the deleted topic, for the topic created next under the name.
+	if n, err := s.Client().Exists(ctx, s.keys.meta("renamed", 0)).Result(); err != nil || n != 0 {
+		t.Fatalf("the deleted topic's meta hash is back (%d, %v)", n, err)
+	}
 }
 
 // resendRegistryScripts runs every script on the topic registry twice while on, as go-redis's cluster
