@@ -197,10 +197,10 @@ return 1
 // step with the match: a topic deleted and created again through another gateway in the instant
 // between the read and the partition deletes loses its fresh keys.
 func (s *Store) deleteTopic(parent context.Context, name string, match func(Topic) bool) error {
-	var cleared int32 // partitions [0, cleared) of topic ID clearedID have lost their keys
-	var clearedID [16]byte
 	// Each pass has command timeouts of its own (the offsets' drop can take long); an entry that keeps
-	// changing under the deletion ends it after maxDeletePasses.
+	// changing under the deletion ends it after maxDeletePasses. Every pass removes every partition's
+	// keys and offsets again: between two passes an append through a view of a topic without pmeta
+	// (an earlier version's), or a commit, can have written them anew.
 	for range maxDeletePasses {
 		ctx, cancel := s.bound(parent)
 		raw, t, err := s.topicEntry(ctx, name)
@@ -212,31 +212,23 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 			cancel()
 			return ErrUnknownTopic
 		}
-		if t.ID != clearedID {
-			// Another topic under the name (deleted and created again meanwhile): its keys go too,
-			// or a topic created later would find them.
-			cleared, clearedID = 0, t.ID
+		pipe := s.rdb.Pipeline()
+		for p := range t.Partitions {
+			// One UNLINK per slot (a partition's keys share a hash tag): a stream of millions of
+			// entries is freed in the background, where DEL would stall Redis for every client.
+			pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p), s.keys.bindex(name, p))
 		}
-		if cleared < t.Partitions {
-			pipe := s.rdb.Pipeline()
-			for p := cleared; p < t.Partitions; p++ {
-				// One UNLINK per slot (a partition's keys share a hash tag): a stream of millions of
-				// entries is freed in the background, where DEL would stall Redis for every client.
-				pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p), s.keys.bindex(name, p))
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				cancel()
-				return err
-			}
-			cleared = t.Partitions
-			s.ForgetReadBounds(name)
-			// The groups' offsets on it, a batch of groups at a time with time bounds of their own
-			// (every group is visited), while the name is still taken: a topic created again under
-			// it meanwhile would have its fresh commits deleted too.
-			if err := s.dropTopicOffsets(parent, name, cleared); err != nil {
-				cancel()
-				return err
-			}
+		if _, err := pipe.Exec(ctx); err != nil {
+			cancel()
+			return err
+		}
+		s.ForgetReadBounds(name)
+		// The groups' offsets on it, a batch of groups at a time with time bounds of their own
+		// (every group is visited), while the name is still taken: a topic created again under
+		// it meanwhile would have its fresh commits deleted too.
+		if err := s.dropTopicOffsets(parent, name, t.Partitions); err != nil {
+			cancel()
+			return err
 		}
 		cancel()
 		rctx, rcancel := s.bound(parent)

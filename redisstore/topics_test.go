@@ -613,3 +613,40 @@ func TestCreateTopicCollides(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteTopicPassAgainUnlinks: a deletion whose registry entry changed under it (so it runs a
+// second pass) removes the partitions' keys again in that pass: an append that came between, through
+// a view of the topic from an earlier version (no pmeta, so the append makes the partition's keys),
+// left its records for the topic created next under the name.
+func TestDeleteTopicPassAgainUnlinks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		// As an earlier version registers a topic: no pmeta, no meta hashes.
+		if err := s.Client().HSet(ctx, s.keys.topics(), "again", `{"id":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"partitions":1,"created":1}`).Err(); err != nil {
+			t.Fatal(err)
+		}
+		appendOne(t, s, "again", 0, plain("old", 1)...)
+		var once sync.Once
+		s.Client().AddHook(processHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			for _, a := range cmd.Args() {
+				if a == s.keys.topicForms() { // the registry entry's removal: the first pass is done
+					once.Do(func() {
+						appendOne(t, s, "again", 0, plain("late", 1)...)
+						if err := s.SetTopicConfigs(ctx, "again", map[string]string{"retention.ms": "1"}); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+			}
+			return next(ctx, cmd)
+		}))
+		if err := s.DeleteTopic(ctx, "again"); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{s.keys.stream("again", 0), s.keys.meta("again", 0)} {
+			if n, err := s.Client().Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Errorf("%s left after the deletion (%d, %v)", key, n, err)
+			}
+		}
+	})
+}
