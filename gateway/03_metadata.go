@@ -162,6 +162,9 @@ func (g *Gateway) autoCreateTopic(ctx context.Context, name string) (redisstore.
 	g.topics.changed(err)
 	switch {
 	case errors.Is(err, redisstore.ErrTopicExists): // created meanwhile, through any gateway
+	case errors.Is(err, redisstore.ErrTopicCollides): // a colliding name created meanwhile
+		g.log.Info().Str("topic", name).Msg("topic not auto-created: its name collides with an existing topic on '.' and '_'")
+		return redisstore.Topic{}, redisstore.ErrUnknownTopic
 	case err != nil:
 		return redisstore.Topic{}, err
 	default:

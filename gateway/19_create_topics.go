@@ -3,7 +3,8 @@ package gateway
 // CreateTopics v0-v7.
 //
 // Validates names (Apache's legal characters and length; a name colliding with an existing one on
-// '.'/'_' is refused as on Apache), partition counts (-1 = topics.partitions) and configs (unknown
+// '.'/'_' is refused INVALID_TOPIC_EXCEPTION with Apache's message; the check and the registration
+// are one step in Redis, so two gateways creating "a.b" and "a_b" at once do not both succeed), partition counts (-1 = topics.partitions) and configs (unknown
 // names or bad values -> INVALID_CONFIG); validate_only checks without creating. Existing topic ->
 // TOPIC_ALREADY_EXISTS. v5+ returns the partition count, replication factor and configs; v7 the ID.
 //
@@ -40,6 +41,7 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 		seen[rt.Topic]++
 	}
 	for _, rt := range req.Topics {
+		other, collides := collisions.collides(rt.Topic)
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
@@ -74,8 +76,8 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			msg(kerr.InvalidRequest.Code, "Creation of internal topic "+clusterMetadataTopic+" is prohibited.")
 		case existing[rt.Topic].Partitions > 0:
 			msg(kerr.TopicAlreadyExists.Code, "topic '"+rt.Topic+"' already exists")
-		case collisions.collides(rt.Topic):
-			msg(kerr.InvalidTopicException.Code, "topic name collides with an existing topic on '.' and '_'")
+		case collides:
+			msg(kerr.InvalidTopicException.Code, collisionMessage(rt.Topic, other))
 		case len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
 			msg(kerr.InvalidRequest.Code, "both a partition count or replication factor and a replica assignment were set")
 		case len(rt.ReplicaAssignment) > 0 && !assignsEachPartitionOnce(rt.ReplicaAssignment):
@@ -96,11 +98,16 @@ func (c *conn) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) 
 			t := g.newTopic(rt.Topic, partitions, configs)
 			if !req.ValidateOnly {
 				if cerr := g.store.CreateTopic(ctx, t); cerr != nil {
-					if errors.Is(cerr, redisstore.ErrTopicExists) {
+					var ce *redisstore.CollisionError
+					switch {
+					case errors.Is(cerr, redisstore.ErrTopicExists):
 						msg(kerr.TopicAlreadyExists.Code, "topic '"+rt.Topic+"' already exists")
-					} else {
+					case errors.As(cerr, &ce):
+						msg(kerr.InvalidTopicException.Code, collisionMessage(rt.Topic, ce.Other))
+					default:
 						st.ErrorCode = kerr.RequestTimedOut.Code
 					}
+					g.topics.changed(cerr)
 					break
 				}
 				g.topics.invalidate()

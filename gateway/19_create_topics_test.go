@@ -15,7 +15,7 @@ import (
 func TestDotCollisions(t *testing.T) {
 	d := newDotCollisions(map[string]redisstore.Topic{"a.b": {}, "c_d": {}})
 	for name, want := range map[string]bool{"a_b": true, "c.d": true, "a.b": false, "c_d": false, "ab": false, "a__b": false} {
-		if got := d.collides(name); got != want {
+		if _, got := d.collides(name); got != want {
 			t.Errorf("collides(%q) = %v, want %v", name, got, want)
 		}
 	}

@@ -942,8 +942,8 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 	if _, collisions, err := g.topics.allWithCollisions(r.Context()); err != nil {
 		storeError(w, err)
 		return
-	} else if collisions.collides(req.Name) {
-		writeError(w, http.StatusBadRequest, "topic name collides with an existing topic on '.' and '_'")
+	} else if other, collides := collisions.collides(req.Name); collides {
+		writeError(w, http.StatusBadRequest, collisionMessage(req.Name, other))
 		return
 	}
 	if name, err := validateTopicConfigs(req.Configs); err != nil {
@@ -953,9 +953,13 @@ func (g *Gateway) apiCreateTopic(w http.ResponseWriter, r *http.Request) {
 	t := g.newTopic(req.Name, req.Partitions, req.Configs)
 	err := g.store.CreateTopic(r.Context(), t)
 	g.topics.changed(err)
+	var ce *redisstore.CollisionError
 	switch {
 	case errors.Is(err, redisstore.ErrTopicExists):
 		writeError(w, http.StatusConflict, "topic already exists")
+		return
+	case errors.As(err, &ce):
+		writeError(w, http.StatusBadRequest, collisionMessage(req.Name, ce.Other))
 		return
 	case err != nil:
 		storeError(w, err)

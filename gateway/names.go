@@ -44,10 +44,15 @@ func newDotCollisions(existing map[string]redisstore.Topic) dotCollisions {
 	return d
 }
 
-// collides reports whether name, itself unregistered, collides with a registered topic.
-func (d dotCollisions) collides(name string) bool {
+// collides reports whether name, itself unregistered, collides with a registered topic, and which.
+func (d dotCollisions) collides(name string) (string, bool) {
 	other, ok := d[dotsAsUnderscores(name)]
-	return ok && other != name
+	return other, ok && other != name
+}
+
+// collisionMessage is Apache Kafka's message for a name refused as colliding with topic other.
+func collisionMessage(name, other string) string {
+	return "Topic '" + name + "' collides with existing topic: " + other
 }
 
 func dotsAsUnderscores(name string) string { return strings.ReplaceAll(name, ".", "_") }

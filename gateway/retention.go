@@ -4,15 +4,36 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/kgate/kgate/redisstore"
 )
 
 // runRetention enforces retention.ms: records older than the topic's retention are deleted by moving
-// the log start offset (as DeleteRecords does). Every producerExpiryEvery, the same pass drops the
-// idempotence state of producers idle for ProducerIDExpiration. Each gateway handles the partitions it leads, so the
-// work is spread and not repeated. Apache deletes whole segments, so it keeps some older records for a
+// the log start offset (as DeleteRecords does). A pass can be long: each topic's cutoff comes from its
+// registry entry as the pass reaches it, and each trim goes on only while the entry still has that
+// topic ID and retention. Every producerExpiryEvery, the same pass drops the idempotence state of
+// producers idle for ProducerIDExpiration. Each gateway handles the partitions it leads, so the work
+// is spread and not repeated. Apache deletes whole segments, so it keeps some older records for a
 // while; kgate deletes record by record and keeps none.
 func (g *Gateway) runRetention(ctx context.Context) {
 	every(ctx, g.cfg.RetentionCheckInterval, func() { g.enforceRetention(ctx, time.Now()) })
+}
+
+// ledPartitions lists the partitions of topic name, of n, that this gateway leads.
+func (g *Gateway) ledPartitions(name string, n int32) []int32 {
+	var led []int32
+	for p := range n {
+		if g.nodes.leaderFor(name, p).ID == g.cfg.NodeID {
+			led = append(led, p)
+		}
+	}
+	return led
+}
+
+// retentionOf is topic t's retention.ms, as configured.
+func (g *Gateway) retentionOf(t redisstore.Topic) string {
+	v, _ := g.topicConfig(t, "retention.ms")
+	return v
 }
 
 // afterRetentionScan, set by tests, runs between a partition's scan and its trim.
@@ -33,19 +54,23 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 	if expire {
 		g.producersExpired = now
 	}
-	for name, t := range topics {
-		v, _ := g.topicConfig(t, "retention.ms")
+	for _, name := range redisstore.TopicNames(topics) {
+		if len(g.ledPartitions(name, topics[name].Partitions)) == 0 {
+			continue
+		}
+		// A pass can be long, and the topic deleted, or deleted and created again, since it began: the
+		// topic's entry now gives the cutoff, and each trim checks it is still that topic.
+		t, err := g.store.Topic(ctx, name)
+		if err != nil {
+			continue
+		}
+		v := g.retentionOf(t)
 		ms, err := strconv.ParseInt(v, 10, 64)
 		cutoff := now.UnixMilli() - ms
 		// -1 keeps records for ever, and so does a retention reaching before 1970 (Long.MAX_VALUE, the
 		// other way to say it): no record is older than that cutoff, not even one stamped -1.
 		timed := err == nil && ms >= 0 && cutoff > 0
-		var led []int32
-		for p := int32(0); p < t.Partitions; p++ {
-			if g.nodes.leaderFor(name, p).ID == g.cfg.NodeID {
-				led = append(led, p)
-			}
-		}
+		led := g.ledPartitions(name, t.Partitions)
 		if expire && len(led) > 0 {
 			if n, err := g.store.ExpireProducers(ctx, name, led, now.Add(-g.cfg.ProducerIDExpiration), now); err == nil && n > 0 {
 				g.log.Debug().Str("topic", name).Int("producers", n).Msg("idle producers' state dropped")
@@ -67,6 +92,9 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 			}
 			if afterRetentionScan != nil {
 				afterRetentionScan()
+			}
+			if cur, err := g.store.Topic(ctx, name); err != nil || cur.ID != t.ID || g.retentionOf(cur) != v {
+				break // deleted (or created again), or its retention changed, since the scan: next pass
 			}
 			before := off
 			if !found {

@@ -179,3 +179,65 @@ func TestRetentionKeepsRecordsWithoutTimestamps(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionRereadsTopicsDuringPass: a topic deleted and created again under its name while a
+// retention pass runs is trimmed by the new topic's retention, not by the one the pass read at its
+// start: the new one, kept for ever, keeps its records (stamped an hour ago), whichever topic's scan
+// the change came in.
+func TestRetentionRereadsTopicsDuringPass(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0"})
+	hourly := map[string]string{"retention.ms": "1000"}
+	for _, name := range []string{"first", "second"} {
+		if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, ID: [16]byte{1, name[0]}, Partitions: 1, Configs: hourly}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Listen(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.ln.Close()
+	now := time.Now()
+	old := func(topic string) []*redisstore.Batch {
+		return []*redisstore.Batch{{Topic: topic, Partition: 0, ProducerID: -1, KnownPartition: true,
+			Records: []redisstore.Record{{Timestamp: now.Add(-time.Hour).UnixMilli(), Value: []byte("v")}, {Timestamp: now.Add(-time.Hour).UnixMilli(), Value: []byte("v")}}}}
+	}
+	for _, name := range []string{"first", "second"} {
+		if res := store.Append(ctx, old(name)); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+	if _, err := g.topics.all(ctx); err != nil { // the view the pass starts from
+		t.Fatal(err)
+	}
+	var scans atomic.Int32
+	afterRetentionScan = func() {
+		if scans.Add(1) != 1 {
+			return
+		}
+		for _, name := range []string{"first", "second"} {
+			if err := store.DeleteTopic(ctx, name); err != nil {
+				t.Error(err)
+			}
+			if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, ID: [16]byte{2, name[0]}, Partitions: 1, Configs: map[string]string{"retention.ms": "-1"}}); err != nil {
+				t.Error(err)
+			}
+			if res := store.Append(ctx, old(name)); res[0].Err != nil {
+				t.Error(res[0].Err)
+			}
+		}
+	}
+	defer func() { afterRetentionScan = nil }()
+	g.enforceRetention(ctx, now)
+	if scans.Load() == 0 {
+		t.Fatal("no partition scanned")
+	}
+	for _, name := range []string{"first", "second"} {
+		offs, err := store.PartitionOffsets(ctx, name, []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if offs[0].Start != 0 || offs[0].End != 2 {
+			t.Errorf("%s created again, kept for ever: log start %d, high watermark %d after retention; want 0 and 2", name, offs[0].Start, offs[0].End)
+		}
+	}
+}

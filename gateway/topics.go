@@ -284,7 +284,8 @@ func (c *topicCache) collides(ctx context.Context, name string) (bool, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dots.collides(name), nil
+	_, collides := c.dots.collides(name)
+	return collides, nil
 }
 
 // all returns a copy of the registry as read by a reload that began after the call (one shared by

@@ -10,6 +10,8 @@
 //
 //	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created","pmeta"}
 //	                                          (pmeta: partitions below it got their meta at creation)
+//	{<ns>:topics}:forms                hash   topic with '.' as '_' -> topic (collision check; the
+//	                                          registry's slot, one script writes both)
 //	<ns>:stream:{<topic>:<p>}          stream one entry per record; offset n <-> entry ID 0-(n+1)
 //	<ns>:meta:{<topic>:<p>}            hash   written when the partition is created (topics with pmeta)
 //	                                          or by its first append; next (high watermark), start (log

@@ -14,6 +14,7 @@ import (
 var (
 	ErrUnknownTopic       = errors.New("redisstore: unknown topic")
 	ErrTopicExists        = errors.New("redisstore: topic already exists")
+	ErrTopicCollides      = errors.New("redisstore: topic name collides with a registered topic") // *CollisionError
 	ErrUnknownPartition   = errors.New("redisstore: unknown partition")
 	ErrInvalidPartitions  = errors.New("redisstore: invalid partition count")
 	ErrOffsetOutOfRange   = errors.New("redisstore: offset out of range")
@@ -26,6 +27,17 @@ var (
 	ErrNotDurable = errors.New("redisstore: write not confirmed by replicas in time")
 )
 
+// CollisionError is ErrTopicCollides naming the registered topic, Other, that Topic differs from only
+// in '.' and '_'.
+type CollisionError struct{ Topic, Other string }
+
+func (e *CollisionError) Error() string {
+	return "redisstore: topic " + e.Topic + " collides with registered topic " + e.Other
+}
+
+// Is makes errors.Is(err, ErrTopicCollides) hold.
+func (e *CollisionError) Is(target error) bool { return target == ErrTopicCollides }
+
 // ErrOffsetsStored marks a commit failure that came after the offsets themselves were stored (the
 // groups index or the streams' consumer groups): the commit is reported failed, for the client to send
 // it again, but whoever computed the offsets from the stored ones (a relative reset) must not. It
@@ -33,7 +45,7 @@ var (
 var ErrOffsetsStored = errors.New("redisstore: offsets stored, then")
 
 // sentinels are the errors above: outcomes callers map to Kafka codes, never Redis failures.
-var sentinels = []error{ErrUnknownTopic, ErrTopicExists, ErrUnknownPartition, ErrInvalidPartitions,
+var sentinels = []error{ErrUnknownTopic, ErrTopicExists, ErrTopicCollides, ErrUnknownPartition, ErrInvalidPartitions,
 	ErrOffsetOutOfRange, ErrOutOfOrderSequence, ErrInvalidEpoch, ErrUnknownProducer, ErrNodeIDInUse,
 	ErrNotDurable, ErrStreamConflict}
 

@@ -26,6 +26,17 @@ func (k keys) producerID() string { return k.ns + ":producer-id" }
 func (k keys) groups() string     { return k.ns + ":groups" }
 func (k keys) gateways() string   { return k.ns + ":gateways" }
 
+// topicForms is the index of registered names by their '.'/'_' form. Its hash tag is the registry
+// key's name, so both are on one slot of a cluster (a script reads and writes both); a namespace with
+// a hash tag of its own (configs refuse one) gives the registry key that tag, and the index keeps it.
+func (k keys) topicForms() string {
+	t := k.topics()
+	if i := strings.IndexByte(t, '{'); i >= 0 && strings.IndexByte(t[i+1:], '}') > 0 {
+		return t + ":forms"
+	}
+	return "{" + t + "}:forms"
+}
+
 // GroupTag is the hash tag shared by a group's offset hashes: 8 lowercase hex digits of FNV-1a-32.
 func GroupTag(group string) string {
 	h := fnv.New32a()

@@ -153,6 +153,17 @@ func (h pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error { return h(ctx, cmds, next) }
 }
 
+// processHook is a redis.Hook of single commands (pipelines and dials pass through).
+type processHook func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+
+func (h processHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h processHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
+}
+func (h processHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // A panic in an append's first pipeline (the gateway recovers it and serves on) unwinds only once the
 // request's other pipelines are done: the runs' records go back for reuse on the way out, and the
 // other pipelines still read them.

@@ -23,41 +23,73 @@ type Topic struct {
 	PartitionMeta int32 `json:"pmeta,omitempty"`
 }
 
-// CreateTopic registers t and then writes its partitions' meta hashes; ErrTopicExists when the name is
-// taken.
+// createTopicScript registers a topic unless its name is taken or differs from a registered topic's
+// only in '.' and '_' (Apache Kafka refuses both), checked and written in one step: two gateways
+// creating "a.b" and "a_b" at once cannot both succeed. The index (KEYS[2]) holds each name by its
+// '.'/'_' form; an entry whose topic is gone (deleted by an earlier kgate version, which leaves the
+// index alone) is stale and taken over. Topics of earlier versions have no entry: the gateway checks
+// them against its registry view, read at the request (an earlier version's gateway checks no
+// better).
+// KEYS: topics, forms. ARGV: name, JSON ("": check only, register nothing). Returns 1 when registered
+// (or, checking only, when it could be), 0 when the name is taken, or the name of the registered
+// topic it collides with.
+var createTopicScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local form = string.gsub(ARGV[1], '%.', '_')
+local other = redis.call('HGET', KEYS[2], form)
+if other and other ~= ARGV[1] and redis.call('HEXISTS', KEYS[1], other) == 1 then return other end
+if ARGV[2] == '' then return 1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], form, ARGV[1])
+return 1
+`)
+
+// registerTopic runs createTopicScript for name with entry ("": check only): nil when registered (or
+// free), ErrTopicExists, a *CollisionError, or a Redis failure.
+func (s *Store) registerTopic(ctx context.Context, name string, entry []byte) error {
+	res, err := createTopicScript.Run(ctx, s.rdb, []string{s.keys.topics(), s.keys.topicForms()}, name, entry).Result()
+	if err != nil {
+		return err
+	}
+	switch r := res.(type) {
+	case int64:
+		if r == 0 {
+			return ErrTopicExists
+		}
+		return nil
+	case string:
+		return &CollisionError{Topic: name, Other: r}
+	}
+	return fmt.Errorf("redisstore: create topic %q: unexpected reply %v", name, res)
+}
+
+// CreateTopic writes the partitions' meta hashes of topic t, then registers it marked as having them
+// (pmeta): no registry view ever holds the topic without the mark, so an append through a view of it
+// that finds no meta (the topic deleted since) is refused, never creating keys a topic created again
+// under the name would inherit. ErrTopicExists when the name is taken, a *CollisionError
+// (ErrTopicCollides) when it collides on '.' and '_' with a registered topic.
+//
+// The name is checked before the meta is written, so a refused name (one being deleted among them)
+// gets none. Meta written for a name taken or colliding in the instant between the check and the
+// registration stays: {next: 0}, what that name's next creation writes.
 func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if t.Partitions < 1 {
 		return ErrInvalidPartitions
 	}
-	t.PartitionMeta = 0
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := s.registerTopic(ctx, t.Name, nil); err != nil {
+		return err
+	}
+	if err := s.writePartitionMeta(ctx, t.Name, 0, t.Partitions); err != nil {
+		return err
+	}
+	t.PartitionMeta = t.Partitions
 	buf, err := json.Marshal(t)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	ok, err := s.rdb.HSetNX(ctx, s.keys.topics(), t.Name, buf).Result()
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return ErrTopicExists
-	}
-	// The meta hashes, then the mark that appends may count on them. Until the mark (or when a step
-	// fails) the topic is as earlier versions made it: meta from the first append.
-	if s.writePartitionMeta(ctx, t.Name, 0, t.Partitions) != nil {
-		return nil // registered; its partitions get their meta from their first appends
-	}
-	// The mark goes on this very topic only, unless it has one: a topic deleted or created again
-	// meanwhile keeps what it has, and so, on a failure, does this one (unmarked).
-	_ = s.updateTopic(ctx, t.Name, func(cur *Topic) bool {
-		if cur.ID != t.ID || cur.PartitionMeta != 0 {
-			return false
-		}
-		cur.PartitionMeta = t.Partitions
-		return true
-	})
-	return nil
+	return s.registerTopic(ctx, t.Name, buf)
 }
 
 // writePartitionMeta gives partitions [from, to) of topic name a meta hash, with HSETNX: nothing an
@@ -140,14 +172,17 @@ func (s *Store) DeleteTopicID(ctx context.Context, name string, id [16]byte) err
 	return s.deleteTopic(ctx, name, func(t Topic) bool { return t.ID == id })
 }
 
-// removeTopicScript removes a registry entry only if it still holds the text the caller read.
-// KEYS: topics. ARGV: name, expected JSON. Returns 1 when removed, 0 when the entry changed
+// removeTopicScript removes a registry entry only if it still holds the text the caller read, and its
+// name's entry in the '.'/'_' index (createTopicScript) with it.
+// KEYS: topics, forms. ARGV: name, expected JSON. Returns 1 when removed, 0 when the entry changed
 // meanwhile, -1 when it is gone.
 var removeTopicScript = redis.NewScript(`
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return -1 end
 if raw ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+local form = string.gsub(ARGV[1], '%.', '_')
+if redis.call('HGET', KEYS[2], form) == ARGV[1] then redis.call('HDEL', KEYS[2], form) end
 return 1
 `)
 
@@ -162,10 +197,10 @@ return 1
 // step with the match: a topic deleted and created again through another gateway in the instant
 // between the read and the partition deletes loses its fresh keys.
 func (s *Store) deleteTopic(parent context.Context, name string, match func(Topic) bool) error {
-	var cleared int32 // partitions [0, cleared) of topic ID clearedID have lost their keys
-	var clearedID [16]byte
 	// Each pass has command timeouts of its own (the offsets' drop can take long); an entry that keeps
-	// changing under the deletion ends it after maxDeletePasses.
+	// changing under the deletion ends it after maxDeletePasses. Every pass removes every partition's
+	// keys and offsets again: between two passes an append through a view of a topic without pmeta
+	// (an earlier version's), or a commit, can have written them anew.
 	for range maxDeletePasses {
 		ctx, cancel := s.bound(parent)
 		raw, t, err := s.topicEntry(ctx, name)
@@ -177,35 +212,27 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 			cancel()
 			return ErrUnknownTopic
 		}
-		if t.ID != clearedID {
-			// Another topic under the name (deleted and created again meanwhile): its keys go too,
-			// or a topic created later would find them.
-			cleared, clearedID = 0, t.ID
+		pipe := s.rdb.Pipeline()
+		for p := range t.Partitions {
+			// One UNLINK per slot (a partition's keys share a hash tag): a stream of millions of
+			// entries is freed in the background, where DEL would stall Redis for every client.
+			pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p), s.keys.bindex(name, p))
 		}
-		if cleared < t.Partitions {
-			pipe := s.rdb.Pipeline()
-			for p := cleared; p < t.Partitions; p++ {
-				// One UNLINK per slot (a partition's keys share a hash tag): a stream of millions of
-				// entries is freed in the background, where DEL would stall Redis for every client.
-				pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p), s.keys.bindex(name, p))
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				cancel()
-				return err
-			}
-			cleared = t.Partitions
-			s.ForgetReadBounds(name)
-			// The groups' offsets on it, a batch of groups at a time with time bounds of their own
-			// (every group is visited), while the name is still taken: a topic created again under
-			// it meanwhile would have its fresh commits deleted too.
-			if err := s.dropTopicOffsets(parent, name, cleared); err != nil {
-				cancel()
-				return err
-			}
+		if _, err := pipe.Exec(ctx); err != nil {
+			cancel()
+			return err
+		}
+		s.ForgetReadBounds(name)
+		// The groups' offsets on it, a batch of groups at a time with time bounds of their own
+		// (every group is visited), while the name is still taken: a topic created again under
+		// it meanwhile would have its fresh commits deleted too.
+		if err := s.dropTopicOffsets(parent, name, t.Partitions); err != nil {
+			cancel()
+			return err
 		}
 		cancel()
 		rctx, rcancel := s.bound(parent)
-		res, err := removeTopicScript.Run(rctx, s.rdb, []string{s.keys.topics()}, name, raw).Int64()
+		res, err := removeTopicScript.Run(rctx, s.rdb, []string{s.keys.topics(), s.keys.topicForms()}, name, raw).Int64()
 		rcancel()
 		switch {
 		case err != nil:

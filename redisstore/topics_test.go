@@ -469,6 +469,11 @@ func TestDeleteTopicNameTakenDuringDrop(t *testing.T) {
 	if !errors.Is(createErr, ErrTopicExists) {
 		t.Fatalf("create under the name while its offsets were dropped: %v, want ErrTopicExists", createErr)
 	}
+	// The refused create wrote no meta: left after the deletion's UNLINK, it would take appends through
+	// a view of the deleted topic, for the topic created next under the name.
+	if n, err := s.Client().Exists(ctx, s.keys.meta("renamed", 0)).Result(); err != nil || n != 0 {
+		t.Fatalf("the deleted topic's meta hash is back (%d, %v)", n, err)
+	}
 }
 
 // resendRegistryScripts runs every script on the topic registry twice while on, as go-redis's cluster
@@ -570,6 +575,77 @@ func TestDeleteTopicUnlinks(t *testing.T) {
 				if !unlinked[k] {
 					t.Errorf("%s was not unlinked (commands sent: %q)", k, sent)
 				}
+			}
+		}
+	})
+}
+
+// TestCreateTopicCollides: CreateTopic refuses a name that differs from a registered topic's only in
+// '.' and '_' (a *CollisionError naming it), checked and registered in one script on the registry's
+// slot (the cluster too); deleting the topic frees the form, and so does an entry an earlier version
+// deleted (the registry entry gone, the index's left).
+func TestCreateTopicCollides(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "orders.v1", 2)
+		var ce *CollisionError
+		if err := s.CreateTopic(ctx, Topic{Name: "orders_v1", Partitions: 1}); !errors.As(err, &ce) || ce.Other != "orders.v1" || !errors.Is(err, ErrTopicCollides) {
+			t.Fatalf("create orders_v1 beside orders.v1: %v, want a collision with orders.v1", err)
+		}
+		if err := s.CreateTopic(ctx, Topic{Name: "orders.v1", Partitions: 1}); !errors.Is(err, ErrTopicExists) {
+			t.Fatalf("create orders.v1 again: %v, want ErrTopicExists", err)
+		}
+		if n, err := s.Client().Exists(ctx, s.keys.meta("orders_v1", 0)).Result(); err != nil || n != 0 {
+			t.Fatalf("the refused name got a meta hash (%d, %v)", n, err)
+		}
+		if err := s.DeleteTopic(ctx, "orders.v1"); err != nil {
+			t.Fatal(err)
+		}
+		mustCreateTopic(t, s, "orders_v1", 1)
+		// An earlier version deletes the registry entry alone: the index entry left names a topic
+		// that is gone, and does not hold the form.
+		if err := s.Client().HDel(ctx, s.keys.topics(), "orders_v1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		mustCreateTopic(t, s, "orders.v1", 1)
+		if err := s.CreateTopic(ctx, Topic{Name: "orders_v1", Partitions: 1}); !errors.As(err, &ce) || ce.Other != "orders.v1" {
+			t.Fatalf("create orders_v1 after orders.v1 took the form over: %v", err)
+		}
+	})
+}
+
+// TestDeleteTopicPassAgainUnlinks: a deletion whose registry entry changed under it (so it runs a
+// second pass) removes the partitions' keys again in that pass: an append that came between, through
+// a view of the topic from an earlier version (no pmeta, so the append makes the partition's keys),
+// left its records for the topic created next under the name.
+func TestDeleteTopicPassAgainUnlinks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		// As an earlier version registers a topic: no pmeta, no meta hashes.
+		if err := s.Client().HSet(ctx, s.keys.topics(), "again", `{"id":[1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],"partitions":1,"created":1}`).Err(); err != nil {
+			t.Fatal(err)
+		}
+		appendOne(t, s, "again", 0, plain("old", 1)...)
+		var once sync.Once
+		s.Client().AddHook(processHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			for _, a := range cmd.Args() {
+				if a == s.keys.topicForms() { // the registry entry's removal: the first pass is done
+					once.Do(func() {
+						appendOne(t, s, "again", 0, plain("late", 1)...)
+						if err := s.SetTopicConfigs(ctx, "again", map[string]string{"retention.ms": "1"}); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+			}
+			return next(ctx, cmd)
+		}))
+		if err := s.DeleteTopic(ctx, "again"); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{s.keys.stream("again", 0), s.keys.meta("again", 0)} {
+			if n, err := s.Client().Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Errorf("%s left after the deletion (%d, %v)", key, n, err)
 			}
 		}
 	})
