@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +126,102 @@ func TestScriptAppendNoscriptKeepsOrder(t *testing.T) {
 	res := s.Append(ctx, []*Batch{first, second})
 	if res[0].Err != nil || res[1].Err != nil || res[0].BaseOffset != 1 || res[1].BaseOffset != 3 {
 		t.Fatalf("after NOSCRIPT: first %+v, second %+v; want both stored, at 1 and 3", res[0], res[1])
+	}
+}
+
+// flushMidPipeline is a client hook that, in a pipeline of at least three append scripts, flushes the
+// script cache right after the first runs and has the script loaded again right after the second:
+// an operator's SCRIPT FLUSH (or a failover) landing between two batches of one partition, then
+// another connection's NOSCRIPT fallback loading the script before the third.
+// It does so once, and records whether the second was answered NOSCRIPT.
+type flushMidPipeline struct{ done, noscript atomic.Bool }
+
+func (*flushMidPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*flushMidPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *flushMidPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) < 3 || !strings.EqualFold(cmds[1].Name(), "evalsha") || h.done.Swap(true) {
+			return next(ctx, cmds)
+		}
+		flush := redis.NewStatusCmd(ctx, "script", "flush")
+		load := redis.NewStringCmd(ctx, "script", "load", appendScriptSource)
+		err := next(ctx, append([]redis.Cmder{cmds[0], flush, cmds[1], load}, cmds[2:]...))
+		h.noscript.Store(redis.HasErrorPrefix(cmds[1].Err(), "NOSCRIPT"))
+		return err
+	}
+}
+
+// TestScriptAppendFlushMidPipelineKeepsOrder: three batches of one partition in one pipeline, the
+// script cache flushed after the first and loaded again (by another connection) before the third.
+// The second, answered NOSCRIPT, is stored before the third, and every batch is answered as stored at
+// its place. Before, a third batch without idempotence was stored ahead of the second (appended again
+// after the pipeline), and an idempotent producer's third was answered OUT_OF_ORDER_SEQUENCE_NUMBER
+// (data loss to a Kafka producer) while the second was then stored. Redis of its own: SCRIPT FLUSH,
+// and no other test's EVAL may load the script in between.
+func TestScriptAppendFlushMidPipelineKeepsOrder(t *testing.T) {
+	for _, producer := range []int64{-1, 42} {
+		t.Run(fmt.Sprintf("producer%d", producer), func(t *testing.T) {
+			t.Parallel()
+			s, _ := openOwnServer(t)
+			s.multiAppend.Store(false)
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "midflush", 1).Name
+			appendOne(t, s, topic, 0, plain("warm", 1)...) // the script is cached
+			hook := &flushMidPipeline{}
+			s.rdb.(*redis.Client).AddHook(hook)
+			var batches []*Batch
+			for i, name := range []string{"a", "b", "c"} {
+				batches = append(batches, &Batch{Topic: topic, ProducerID: producer, BaseSequence: int32(2 * i), Records: plain(name, 2)})
+			}
+			out := s.Append(ctx, batches)
+			if !hook.noscript.Load() {
+				t.Fatal("the second batch was not answered NOSCRIPT: the flush did not land mid-pipeline")
+			}
+			for i, r := range out {
+				if r.Err != nil || r.BaseOffset != int64(1+2*i) {
+					t.Errorf("batch %d: %+v, want stored at %d", i, r, 1+2*i)
+				}
+			}
+			var got []string
+			for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
+				got = append(got, string(r.Value))
+			}
+			if want := "[a-0 a-1 b-0 b-1 c-0 c-1]"; fmt.Sprint(got) != want {
+				t.Fatalf("stored %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestScriptAppendChainPassesRefusals: in one pipeline, a batch the producer check refuses (a retried
+// duplicate) still lets the next batch of its partition run: its script ran to an answer, which
+// passes the chain on. The duplicate is answered as one, the next stored after the original.
+func TestScriptAppendChainPassesRefusals(t *testing.T) {
+	for _, backend := range []string{"standalone", "embedded"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			var s *Store
+			if backend == "embedded" {
+				s = openEmbedded(t)
+			} else {
+				s = scriptStore(t, backendOptions(t, backend))
+			}
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "chain", 1).Name
+			var seq int32
+			first := idempotentBatch(topic, 0, &seq, 2)
+			mustAppend(t, s, first)
+			retry := &Batch{Topic: topic, ProducerID: first.ProducerID, BaseSequence: 0, Records: plain("v", 2)}
+			res := s.Append(ctx, []*Batch{retry, idempotentBatch(topic, 0, &seq, 3), idempotentBatch(topic, 0, &seq, 1)})
+			if r := res[0]; r.Err != nil || !r.Duplicate || r.BaseOffset != 0 {
+				t.Fatalf("retried batch: %+v, want a duplicate at 0", r)
+			}
+			if r := res[1]; r.Err != nil || r.BaseOffset != 2 {
+				t.Fatalf("next batch: %+v, want stored at 2", r)
+			}
+			if r := res[2]; r.Err != nil || r.BaseOffset != 5 {
+				t.Fatalf("last batch: %+v, want stored at 5", r)
+			}
+		})
 	}
 }
