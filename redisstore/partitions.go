@@ -254,7 +254,8 @@ func (b *Batch) recordTS(r *Record) int64 {
 }
 
 // Append stores each batch atomically and in order within its partition; batches for different
-// partitions go out in one pipeline. Results are in the order of batches.
+// partitions go out in one pipeline. Results are in the order of batches. A batch with a record of more
+// than MaxRecordHeaders headers is refused (ErrTooManyHeaders) and not sent.
 func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -262,6 +263,47 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		s.reprobe()
 	}
 	out := make([]AppendResult, len(batches))
+	if !slices.ContainsFunc(batches, refuseHeaders) {
+		s.appendTo(ctx, batches, out)
+		return out
+	}
+	var kept []*Batch
+	var at []int
+	for i, b := range batches {
+		for j := range b.Records {
+			if n := len(b.Records[j].Headers); n > MaxRecordHeaders {
+				out[i].Err = fmt.Errorf("%w: record %d of %s/%d has %d, at most %d", ErrTooManyHeaders, j, b.Topic, b.Partition, n, MaxRecordHeaders)
+				break
+			}
+		}
+		if out[i].Err == nil {
+			kept, at = append(kept, b), append(at, i)
+		}
+	}
+	res := make([]AppendResult, len(kept))
+	s.appendTo(ctx, kept, res)
+	for j, i := range at {
+		out[i] = res[j]
+	}
+	return out
+}
+
+// MaxRecordHeaders is the most headers Append takes in one record; a batch with a record of more is
+// refused (ErrTooManyHeaders) before anything of it is sent. The append script (Redis before 7, Redis
+// 7.2+, Valkey, the embedded store) passes a record's fields to XADD as Lua values (unpack), of which
+// Redis 7.0 and Valkey 8 took 3,996 headers beside a key and a value, the embedded store 2,532; a
+// record past that failed the script after the records ahead of it were added, past the high
+// watermark, and the partition refused every later append as a stream conflict. One bound on every
+// path and server, so a batch means the same everywhere.
+const MaxRecordHeaders = 2000
+
+// refuseHeaders reports whether b has a record of more than MaxRecordHeaders headers.
+func refuseHeaders(b *Batch) bool {
+	return slices.ContainsFunc(b.Records, func(r Record) bool { return len(r.Headers) > MaxRecordHeaders })
+}
+
+// appendTo is Append of batches that passed its checks, into out.
+func (s *Store) appendTo(ctx context.Context, batches []*Batch, out []AppendResult) {
 	switch {
 	case (s.opts.WaitReplicas > 0 || s.opts.WaitAOF) && slices.ContainsFunc(batches, func(b *Batch) bool { return b.Durable }):
 		s.appendDurable(ctx, batches, out)
@@ -281,7 +323,6 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		// ID past the high watermark, and refuses appends (ErrStreamConflict).
 		s.multiAppend.Store(false)
 	}
-	return out
 }
 
 // refusedUndo reports an append whose finish step could not set the stream's last ID back (Redis 7.2+).

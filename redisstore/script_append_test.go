@@ -225,3 +225,53 @@ func TestScriptAppendChainPassesRefusals(t *testing.T) {
 		})
 	}
 }
+
+// withHeaders is a record whose n headers are "h<i>" = "v".
+func withHeaders(n int) Record {
+	r := Record{Timestamp: 1000, Key: []byte("k"), Value: []byte("v")}
+	for i := range n {
+		r.Headers = append(r.Headers, Header{Key: fmt.Sprintf("h%d", i), Value: []byte("v")})
+	}
+	return r
+}
+
+// TestAppendTooManyHeaders: a record with more than MaxRecordHeaders headers is refused before it is
+// sent, with ErrTooManyHeaders (INVALID_RECORD at the gateway), its batch alone; one with
+// MaxRecordHeaders is stored with every header, on every path and server: the script append passes a
+// record's fields to XADD as Lua values, of which Redis and Valkey take about 8,000 and the embedded
+// store about 5,000. Before, the script append stored the records ahead of such a record and then
+// failed (a Redis error, retried for ever), leaving them past the high watermark: every later append
+// to the partition was refused as a stream conflict.
+func TestAppendTooManyHeaders(t *testing.T) {
+	stores := map[string]func(t *testing.T) *Store{
+		"transaction": func(t *testing.T) *Store { return openStore(t, backendOptions(t, "standalone")) },
+		"script":      func(t *testing.T) *Store { return scriptStore(t, backendOptions(t, "standalone")) },
+		"valkey":      openValkey,
+		"embedded":    openEmbedded,
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "headers", 2).Name
+			over := &Batch{Topic: topic, ProducerID: -1, Records: []Record{withHeaders(1), withHeaders(4000)}}
+			other := &Batch{Topic: topic, Partition: 1, ProducerID: -1, Records: plain("o", 1)}
+			res := s.Append(ctx, []*Batch{over, other})
+			if !errors.Is(res[0].Err, ErrTooManyHeaders) || IsUnavailable(res[0].Err) {
+				t.Fatalf("batch with a record of 4,000 headers: %+v, want ErrTooManyHeaders", res[0])
+			}
+			if res[1].Err != nil || res[1].BaseOffset != 0 {
+				t.Fatalf("other partition's batch: %+v, want stored at 0", res[1])
+			}
+			most := &Batch{Topic: topic, ProducerID: -1, Records: []Record{withHeaders(1), withHeaders(MaxRecordHeaders)}}
+			if r := s.Append(ctx, []*Batch{most})[0]; r.Err != nil || r.BaseOffset != 0 {
+				t.Fatalf("batch with a record of %d headers: %+v, want stored at 0", MaxRecordHeaders, r)
+			}
+			got := mustRead(t, s, topic, 0, 0, 10).Records
+			if len(got) != 2 || len(got[1].Headers) != MaxRecordHeaders || got[1].Headers[MaxRecordHeaders-1].Key != fmt.Sprintf("h%d", MaxRecordHeaders-1) {
+				t.Fatalf("read %d records, want 2, the second with %d headers", len(got), MaxRecordHeaders)
+			}
+		})
+	}
+}
