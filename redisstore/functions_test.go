@@ -527,3 +527,44 @@ func TestAppendLibraryFlushedMidPipelineKeepsOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendLibraryFlushedMidPipelineRuns: three partitions, each with two batches of one producer
+// that form a run (one block), the library flushed after the first partition's block and loaded again
+// before the third's. The second's FCALL fails after its XADDs; the repair removes them and appends
+// the run again, and every batch, of every run, is answered at its own offset, once.
+func TestAppendLibraryFlushedMidPipelineRuns(t *testing.T) {
+	s, _ := openOwnServer(t)
+	needMultiAppend(t, s)
+	ctx := t.Context()
+	const parts = 3
+	topic := mustCreateTopic(t, s, "midflush-runs", parts).Name
+	var seq [parts]int32
+	for p := range int32(parts) {
+		mustAppend(t, s, idempotentBatch(topic, p, &seq[p], 1))
+	}
+	hook := &flushLibraryMidPipeline{}
+	s.rdb.(*redis.Client).AddHook(hook)
+	var batches []*Batch
+	for p := range int32(parts) {
+		batches = append(batches, idempotentBatch(topic, p, &seq[p], 2), idempotentBatch(topic, p, &seq[p], 3))
+	}
+	_, failed0 := commandStats(t, s, "fcall")
+	out := s.Append(ctx, batches)
+	if _, failed := commandStats(t, s, "fcall"); !hook.done.Load() || failed != failed0+1 {
+		t.Fatalf("%d FCALLs failed, want the second partition's run alone", failed-failed0)
+	}
+	for i, r := range out {
+		if want := []int64{1, 3}[i%2]; r.Err != nil || r.Duplicate || r.BaseOffset != want {
+			t.Errorf("partition %d, batch %d: %+v, want stored at %d", i/2, i%2, r, want)
+		}
+	}
+	for p := range int32(parts) {
+		checkDense(t, s, topic, p, 6)
+	}
+	// The producer's next batches continue each partition's sequence: the runs were recorded once.
+	for p := range int32(parts) {
+		if r := mustAppend(t, s, idempotentBatch(topic, p, &seq[p], 1)); r.BaseOffset != 6 {
+			t.Fatalf("partition %d: next batch at %d, want 6", p, r.BaseOffset)
+		}
+	}
+}
