@@ -110,8 +110,9 @@ func (loadScriptAfterFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 
 // TestScriptAppendNoscriptKeepsOrder: an idempotent producer's two batches of one partition in one
 // pipeline, the first answered NOSCRIPT and the script loaded (by another connection) before the
-// second runs: the second, refused as out of sequence, is appended again after the first, and both
-// are stored in order (the second was answered OUT_OF_ORDER_SEQUENCE, which a producer takes as fatal).
+// second runs: the second, refused because the first did not run (the chain, batchLua), is appended
+// again after the first, and both are stored in order (the second was once answered
+// OUT_OF_ORDER_SEQUENCE, which a producer takes as fatal).
 func TestScriptAppendNoscriptKeepsOrder(t *testing.T) {
 	s := scriptStore(t, backendOptions(t, "standalone"))
 	ctx := t.Context()
