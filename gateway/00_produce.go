@@ -289,10 +289,10 @@ func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response,
 var errAcksZeroFailed = errors.New("gateway: acks=0 produce failed")
 
 // maxRecordHeaders bounds the headers of one record (Apache Kafka sets none): each header is a field
-// of the record's stream entry, and the append script of Redis < 7 and the embedded store passes a
-// record's fields to XADD as Lua values, of which a call takes a few thousand at most; a record with
-// more could leave earlier records of its batch stored past the high watermark. One bound for every
-// store, so a batch means the same everywhere (docs/COMPATIBILITY.md).
+// of the record's stream entry, and the append script (Redis < 7, Redis 7.2+, Valkey, the embedded
+// store) passes a record's fields to XADD as Lua values, of which a call takes a few thousand at most;
+// the store refuses a record of more than redisstore.MaxRecordHeaders. One bound for every store, so
+// a batch means the same everywhere (docs/COMPATIBILITY.md).
 const maxRecordHeaders = 1000
 
 // decodeProduceBatch validates and decodes one partition's records into a store batch, decompressing

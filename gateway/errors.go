@@ -34,6 +34,8 @@ func errCode(err error) int16 {
 		return kerr.UnknownProducerID.Code
 	case errors.Is(err, redisstore.ErrStreamConflict):
 		return kerr.UnknownServerError.Code // not retriable: the stream needs an operator
+	case errors.Is(err, redisstore.ErrTooManyHeaders):
+		return kerr.InvalidRecord.Code // the gateway's own bound (maxRecordHeaders) is lower
 	case errors.Is(err, redisstore.ErrNotDurable):
 		return kerr.NotEnoughReplicasAfterAppend.Code
 	default:

@@ -59,7 +59,7 @@ func checkArgSlabs(t *testing.T, s *Store, b *Batch) {
 	t.Helper()
 	keys := s.partKeys(b)
 	sc := new(appendScratch)
-	xadds, eval := s.multiArgs(b, keys, sc, 1)
+	xadds, eval := s.multiArgs(b, keys, sc, 1, &emptyValue, &emptyValue)
 	nstrs, nints, nargs := b.multiArgCounts(len(keys), b.timeCandidates())
 	// Strings may be sized a few over (a header without a value takes none).
 	if len(sc.args.ints) != nints || len(sc.args.args) != nargs || len(sc.args.strs) > nstrs {
@@ -77,7 +77,7 @@ func checkArgSlabs(t *testing.T, s *Store, b *Batch) {
 	if unsafe.Pointer(unsafe.SliceData(eval)) != at {
 		t.Errorf("multiArgs: EVAL is not in the XADDs' slab: it grew")
 	}
-	if args := s.appendArgs(b); len(args) != cap(args) {
+	if args := s.appendArgs(b, &emptyValue, &emptyValue); len(args) != cap(args) {
 		t.Errorf("appendArgs: %d args in a slab of %d: the slab was sized wrong", len(args), cap(args))
 	}
 }
@@ -151,9 +151,9 @@ func TestAppendScratchReused(t *testing.T) {
 		}
 		return string(out)
 	}
-	want := render(s.multiArgs(small, s.partKeys(small), new(appendScratch), 1))
+	want := render(s.multiArgs(small, s.partKeys(small), new(appendScratch), 1, &emptyValue, &emptyValue))
 	sc := new(appendScratch)
-	s.multiArgs(big, s.partKeys(big), sc, 1)
+	s.multiArgs(big, s.partKeys(big), sc, 1, &emptyValue, &emptyValue)
 	sc.queueXADDs(context.Background(), sc.xadds)
 	sc.reset()
 	for i, a := range sc.args.args[:cap(sc.args.args)] {
@@ -166,7 +166,7 @@ func TestAppendScratchReused(t *testing.T) {
 			t.Fatalf("reset scratch: XADD %d still set", i)
 		}
 	}
-	if got := render(s.multiArgs(small, s.partKeys(small), sc, 1)); got != want {
+	if got := render(s.multiArgs(small, s.partKeys(small), sc, 1, &emptyValue, &emptyValue)); got != want {
 		t.Errorf("reused scratch built\n%s\nwant\n%s", got, want)
 	}
 }

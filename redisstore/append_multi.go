@@ -51,9 +51,11 @@ var ErrStrayEntries = errors.New("redisstore: unfinished appends removed; retry"
 // KEYS: stream, meta, tindex, producers, bindex. ARGV: producer id (-1: none), epoch, base sequence, n,
 // k, then k pairs (record index, timestamp): the batch's time-index candidates (eachTimeCandidate),
 // then m and the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition), then
-// the batch's bytes (recordBytes, summed), then the time now (ms, the producer state's last use).
+// the batch's bytes (recordBytes, summed), then the time now (ms, the producer state's last use), then
+// after and tok: the pipeline's chain of the partition's blocks (empty for none; batchLua).
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
-// | -3 run refused | -4 unacknowledged entries removed, retry}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
+// | -3 run refused | -4 unacknowledged entries removed, retry | -5 the block before it in the chain did
+// not finish, its entries and this block's removed}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
 // (UNKNOWN_TOPIC_OR_PARTITION), its XADDs undone, and the stream goes if that leaves it empty.
 var finishScript = batchLua + removePastLua + `
 -- blockStart is the offset of the first of this block's n entries, or nil when its XADDs did not land.
@@ -76,13 +78,20 @@ local stream, meta, tindex, prods, bindex = KEYS[1], KEYS[2], KEYS[3], KEYS[4], 
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
 local m = tonumber(ARGV[6 + 2 * k])
-local nxt, start, tix, st, known = readMeta(meta, pid)
+local after, tok = ARGV[10 + 2 * k + m], ARGV[11 + 2 * k + m]
+local nxt, start, tix, st, known, chain = readMeta(meta, pid)
 if not known and ARGV[7 + 2 * k + m] == '1' then
   -- Undo this block's XADDs alone (a stream holding more, its meta lost some other way, keeps it).
   local first = blockStart(stream, n)
   if first then removePast(stream, first - 1) end
   if redis.call('XLEN', stream) == 0 then redis.call('DEL', stream) end
   return {-1, 3}
+end
+if after ~= '' and chain ~= after then
+  -- The block before this one did not finish (its FCALL found no library, or failed): whatever its
+  -- XADDs left past the high watermark goes with this block's, which must not be kept ahead of it.
+  removePast(stream, nxt)
+  return {-1, -5}
 end
 local top = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then
@@ -108,6 +117,8 @@ local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumb
 if refused then
   -- Undo the XADDs that ran before this script in the same MULTI.
   removePast(stream, nxt)
+  -- Answered: the partition's next block in the chain may finish (a meta hash is never created for it).
+  if tok ~= '' and known then redis.call('HSET', meta, 'chain', tok) end
   if m > 1 then return {-1, -3} end
   return refused
 end
@@ -118,7 +129,7 @@ for i = 1, m do
   table.insert(subs, 1, string.format('%d:%d:%d', s, last, o))
   s, o = (last + 1) % 2147483648, o + c
 end
-finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6, tonumber(ARGV[8 + 2 * k + m]), ARGV[9 + 2 * k + m])
+finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6, tonumber(ARGV[8 + 2 * k + m]), ARGV[9 + 2 * k + m], tok)
 return {nxt, start, 0}
 `
 
@@ -134,9 +145,10 @@ var (
 )
 
 // multiArgs builds one batch's commands in sc: an XADD argument list per record and the FCALL (or
-// EVAL) arguments, now (ms) the time the producer state records as its last use. Every argument is a
+// EVAL) arguments, now (ms) the time the producer state records as its last use, after and tok the
+// batch's chainLink. Every argument is a
 // pointer into sc's slabs, grown up front for the batch.
-func (s *Store) multiArgs(b *Batch, keys []string, sc *appendScratch, now int64) (xadds [][]any, eval []any) {
+func (s *Store) multiArgs(b *Batch, keys []string, sc *appendScratch, now int64, after, tok *string) (xadds [][]any, eval []any) {
 	cands, subs := b.timeCandidates(), max(len(b.runOf), 1)
 	a := &sc.args
 	a.grow(b.multiArgCounts(len(keys), cands))
@@ -191,6 +203,8 @@ func (s *Store) multiArgs(b *Batch, keys []string, sc *appendScratch, now int64)
 	}
 	a.addInt(bytes)
 	a.addInt(now)
+	a.addConst(after)
+	a.addConst(tok)
 	return xadds, a.args[from:]
 }
 
@@ -207,7 +221,7 @@ func (b *Batch) multiArgCounts(nkeys, cands int) (nstrs, nints, nargs int) {
 	}
 	subs := max(len(b.runOf), 1)
 	nints += 2*cands + 1 + subs + 3
-	nargs += 3 + nkeys + 5 + 2*cands + 1 + subs + 3 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known, bytes, now
+	nargs += 3 + nkeys + 5 + 2*cands + 1 + subs + 5 // FCALL fn numkeys, keys, pid epoch seq n k, candidates, m, sizes, known, bytes, now, after, tok
 	return nstrs, nints, nargs
 }
 
@@ -450,10 +464,12 @@ func needRepair(batches []*Batch, out []AppendResult) []int {
 				missing = map[partID]bool{}
 			}
 			missing[id] = true
-		case (errors.Is(out[i].Err, ErrStreamConflict) || errors.Is(out[i].Err, ErrStrayEntries)) && missing[id]:
+		case (errors.Is(out[i].Err, ErrStreamConflict) || errors.Is(out[i].Err, ErrStrayEntries) ||
+			errors.Is(out[i].Err, errEarlierBatchFailed)) && missing[id]:
 			// An earlier block of this partition ran its XADDs without the function (the library
-			// loaded again in between, by another gateway): those entries, not a native writer, are
-			// what this one found. The repair removes them and appends this batch again too.
+			// loaded again in between, by another gateway): this one was refused for it (the chain,
+			// batchLua; or those entries, not a native writer, are what it found). The repair
+			// appends this batch again too, after that one.
 			failed = append(failed, i)
 		}
 	}
@@ -468,8 +484,10 @@ func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Bat
 	execs := make([]*redis.RawCmd, len(batches))
 	finishes := make([]*redis.Cmd, len(batches))
 	now := time.Now().UnixMilli()
+	links := chainLinks(batches)
 	for i, b := range batches {
-		xadds, eval := s.multiArgs(b, s.partKeys(b), sc, now)
+		after, tok := links.at(i)
+		xadds, eval := s.multiArgs(b, s.partKeys(b), sc, now, after, tok)
 		sc.queue(redis.NewCmd(ctx, &cmdMULTI))
 		sc.queueXADDs(ctx, xadds) // "+QUEUED" (raw_reply.go)
 		finishes[i] = redis.NewCmd(ctx, eval...)

@@ -67,7 +67,7 @@ func BenchmarkAppendArgs(b *testing.B) {
 			batch := benchBatch(n, hdrs)
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				benchrec.PerRecord(b, n, func() {
-					if args := s.appendArgs(batch); len(args) < 5+2*n {
+					if args := s.appendArgs(batch, &emptyValue, &emptyValue); len(args) < 5+2*n {
 						b.Fatalf("%d args", len(args))
 					}
 				})
@@ -86,7 +86,7 @@ func BenchmarkMultiArgs(b *testing.B) {
 			keys := s.partKeys(batch)
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				benchrec.PerRecord(b, n, func() {
-					if xadds, eval := s.multiArgs(batch, keys, new(appendScratch), 1); len(xadds) != n || len(eval) < 9 {
+					if xadds, eval := s.multiArgs(batch, keys, new(appendScratch), 1, &emptyValue, &emptyValue); len(xadds) != n || len(eval) < 9 {
 						b.Fatalf("%d xadds, %d eval args", len(xadds), len(eval))
 					}
 				})

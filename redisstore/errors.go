@@ -22,6 +22,7 @@ var (
 	ErrInvalidEpoch       = errors.New("redisstore: invalid producer epoch")
 	ErrUnknownProducer    = errors.New("redisstore: unknown producer id")
 	ErrNodeIDInUse        = errors.New("redisstore: node id in use by a live gateway")
+	ErrTooManyHeaders     = errors.New("redisstore: record has too many headers") // MaxRecordHeaders
 	// ErrNotDurable: the configured replicas or AOF fsync did not confirm a write in time. The write
 	// itself happened (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 	ErrNotDurable = errors.New("redisstore: write not confirmed by replicas in time")
@@ -47,7 +48,7 @@ var ErrOffsetsStored = errors.New("redisstore: offsets stored, then")
 // sentinels are the errors above: outcomes callers map to Kafka codes, never Redis failures.
 var sentinels = []error{ErrUnknownTopic, ErrTopicExists, ErrTopicCollides, ErrUnknownPartition, ErrInvalidPartitions,
 	ErrOffsetOutOfRange, ErrOutOfOrderSequence, ErrInvalidEpoch, ErrUnknownProducer, ErrNodeIDInUse,
-	ErrNotDurable, ErrStreamConflict}
+	ErrNotDurable, ErrStreamConflict, ErrTooManyHeaders}
 
 // IsUnavailable reports whether err is a Redis-side failure (network, timeout, cluster redirection,
 // loading, read-only replica) that a client should retry.

@@ -16,12 +16,12 @@ func TestIsUnavailableSentinels(t *testing.T) {
 	}
 	for _, err := range []error{ErrUnknownTopic, ErrTopicExists, ErrUnknownPartition, ErrInvalidPartitions,
 		ErrOffsetOutOfRange, ErrOutOfOrderSequence, ErrInvalidEpoch, ErrUnknownProducer, ErrNodeIDInUse,
-		ErrNotDurable} {
+		ErrNotDurable, ErrStreamConflict, ErrTooManyHeaders} {
 		if IsUnavailable(err) || IsUnavailable(fmt.Errorf("ctx: %w", err)) {
 			t.Errorf("IsUnavailable(%v) = true", err)
 		}
 	}
-	for _, err := range []error{context.DeadlineExceeded, context.Canceled, errors.New("LOADING Redis is loading"),
+	for _, err := range []error{context.DeadlineExceeded, context.Canceled, errors.New("LOADING Redis is loading"), errEarlierBatchFailed, ErrStrayEntries,
 		fmt.Errorf("x: %w", &net.OpError{Op: "dial", Err: errors.New("refused")})} {
 		if !IsUnavailable(err) {
 			t.Errorf("IsUnavailable(%v) = false", err)

@@ -19,7 +19,9 @@ import (
 // over slots. FCALL then fails inside the MULTI block after the batch's XADDs ran, leaving entries past
 // the high watermark that no fetch returns. appendMulti repairs that on the same connection: repairScript
 // removes the entries past the high watermark (outside a MULTI block every entry kgate keeps is below
-// it), the library is loaded again and the batch retried, with EVAL if loading fails.
+// it), the library is loaded again and the batch retried, with EVAL if loading fails; so are the later
+// blocks of its partition in the pipeline, in order, which the chain (batchLua) refused: stored ahead
+// of the retried one, they would reorder the partition.
 
 // finishLibrary is finishScript as a function library. Its name carries a hash of the code, so gateways
 // of different versions sharing one Redis each call their own.

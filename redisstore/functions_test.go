@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -449,5 +451,120 @@ func TestAppendTurnsToScriptsWhenUndoRefused(t *testing.T) {
 	var other int32
 	if res := mustAppend(t, s, idempotentBatch("upgraded", 1, &other, 3)); res.BaseOffset != 0 {
 		t.Fatalf("another partition's batch at %d", res.BaseOffset)
+	}
+}
+
+// flushLibraryMidPipeline is a client hook that, once, in a pipeline of at least three MULTI blocks,
+// flushes the function library right after the first block and loads it again right after the
+// second: an operator's FUNCTION FLUSH landing between two blocks of one partition, then another
+// connection's repair loading the library before the third.
+type flushLibraryMidPipeline struct{ done atomic.Bool }
+
+func (*flushLibraryMidPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*flushLibraryMidPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *flushLibraryMidPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var execs []int
+		for i, c := range cmds {
+			if strings.EqualFold(c.Name(), "exec") {
+				execs = append(execs, i)
+			}
+		}
+		if len(execs) < 3 || h.done.Swap(true) {
+			return next(ctx, cmds)
+		}
+		flush := redis.NewStatusCmd(ctx, "function", "flush")
+		load := redis.NewStringCmd(ctx, "function", "load", finishLibrary)
+		with := slices.Concat(cmds[:execs[0]+1], []redis.Cmder{flush}, cmds[execs[0]+1:execs[1]+1], []redis.Cmder{load}, cmds[execs[1]+1:])
+		return next(ctx, with)
+	}
+}
+
+// TestAppendLibraryFlushedMidPipelineKeepsOrder: four blocks of one partition in one pipeline (batches
+// that do not form a run: each request's own log append time; two producers taking turns), the
+// library flushed after the first block and loaded again before the third. The second block's FCALL
+// fails after its XADDs, the third finds and removes their entries; the fourth must not be stored
+// ahead of them. Every batch is stored, in order, and answered at its place. Before, the fourth was
+// stored right after the first and the second and third appended again after it (non-idempotent),
+// or (two producers) the fourth was stored ahead and the second then refused as out of sequence.
+func TestAppendLibraryFlushedMidPipelineKeepsOrder(t *testing.T) {
+	for _, producers := range []string{"none", "two"} {
+		t.Run(producers, func(t *testing.T) {
+			t.Parallel()
+			s, _ := openOwnServer(t)
+			needMultiAppend(t, s)
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "midflush", 1).Name
+			appendOne(t, s, topic, 0, plain("warm", 1)...)
+			hook := &flushLibraryMidPipeline{}
+			s.rdb.(*redis.Client).AddHook(hook)
+			var batches []*Batch
+			for i, name := range []string{"a", "b", "c", "d"} {
+				b := &Batch{Topic: topic, ProducerID: -1, LogAppendTime: int64(1000 + i), Records: plain(name, 2)}
+				if producers == "two" {
+					b.ProducerID, b.LogAppendTime, b.BaseSequence = int64(42+i%2), 0, int32(2*(i/2))
+				}
+				batches = append(batches, b)
+			}
+			_, failed0 := commandStats(t, s, "fcall")
+			out := s.Append(ctx, batches)
+			if _, failed := commandStats(t, s, "fcall"); !hook.done.Load() || failed == failed0 {
+				t.Fatal("no FCALL failed: the library was not flushed mid-pipeline")
+			}
+			for i, r := range out {
+				if r.Err != nil || r.BaseOffset != int64(1+2*i) {
+					t.Errorf("batch %d: %+v, want stored at %d", i, r, 1+2*i)
+				}
+			}
+			var got []string
+			for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
+				got = append(got, string(r.Value))
+			}
+			if want := "[a-0 a-1 b-0 b-1 c-0 c-1 d-0 d-1]"; fmt.Sprint(got) != want {
+				t.Fatalf("stored %v, want %s", got, want)
+			}
+			checkDense(t, s, topic, 0, 9)
+		})
+	}
+}
+
+// TestAppendLibraryFlushedMidPipelineRuns: three partitions, each with two batches of one producer
+// that form a run (one block), the library flushed after the first partition's block and loaded again
+// before the third's. The second's FCALL fails after its XADDs; the repair removes them and appends
+// the run again, and every batch, of every run, is answered at its own offset, once.
+func TestAppendLibraryFlushedMidPipelineRuns(t *testing.T) {
+	s, _ := openOwnServer(t)
+	needMultiAppend(t, s)
+	ctx := t.Context()
+	const parts = 3
+	topic := mustCreateTopic(t, s, "midflush-runs", parts).Name
+	var seq [parts]int32
+	for p := range int32(parts) {
+		mustAppend(t, s, idempotentBatch(topic, p, &seq[p], 1))
+	}
+	hook := &flushLibraryMidPipeline{}
+	s.rdb.(*redis.Client).AddHook(hook)
+	var batches []*Batch
+	for p := range int32(parts) {
+		batches = append(batches, idempotentBatch(topic, p, &seq[p], 2), idempotentBatch(topic, p, &seq[p], 3))
+	}
+	_, failed0 := commandStats(t, s, "fcall")
+	out := s.Append(ctx, batches)
+	if _, failed := commandStats(t, s, "fcall"); !hook.done.Load() || failed != failed0+1 {
+		t.Fatalf("%d FCALLs failed, want the second partition's run alone", failed-failed0)
+	}
+	for i, r := range out {
+		if want := []int64{1, 3}[i%2]; r.Err != nil || r.Duplicate || r.BaseOffset != want {
+			t.Errorf("partition %d, batch %d: %+v, want stored at %d", i/2, i%2, r, want)
+		}
+	}
+	for p := range int32(parts) {
+		checkDense(t, s, topic, p, 6)
+	}
+	// The producer's next batches continue each partition's sequence: the runs were recorded once.
+	for p := range int32(parts) {
+		if r := mustAppend(t, s, idempotentBatch(topic, p, &seq[p], 1)); r.BaseOffset != 6 {
+			t.Fatalf("partition %d: next batch at %d, want 6", p, r.BaseOffset)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,10 +143,10 @@ func fieldCount(r *Record) int {
 	return n
 }
 
-// appendArgs builds the append script's arguments (layout documented on appendScript). The slices are
-// sized up front: pointers into them must stay valid.
-func (s *Store) appendArgs(b *Batch) []any {
-	nargs, nstrs, nints := 7, 1, 6
+// appendArgs builds the append script's arguments (layout documented on appendScript), after and tok
+// the batch's chainLink. The slices are sized up front: pointers into them must stay valid.
+func (s *Store) appendArgs(b *Batch, after, tok *string) []any {
+	nargs, nstrs, nints := 9, 1, 6
 	cands := b.timeCandidates()
 	for i := range b.Records {
 		r := &b.Records[i]
@@ -178,6 +179,8 @@ func (s *Store) appendArgs(b *Batch) []any {
 		layout[2*i], layout[2*i+1] = byte(fc>>8), byte(fc)
 	}
 	a.addString(unsafe.String(unsafe.SliceData(layout), len(layout)))
+	a.addConst(after)
+	a.addConst(tok)
 	a.addInt(int64(cands))
 	a.addTimeCandidates(b)
 	var names headerNames
@@ -251,7 +254,8 @@ func (b *Batch) recordTS(r *Record) int64 {
 }
 
 // Append stores each batch atomically and in order within its partition; batches for different
-// partitions go out in one pipeline. Results are in the order of batches.
+// partitions go out in one pipeline. Results are in the order of batches. A batch with a record of more
+// than MaxRecordHeaders headers is refused (ErrTooManyHeaders) and not sent.
 func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -259,6 +263,47 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		s.reprobe()
 	}
 	out := make([]AppendResult, len(batches))
+	if !slices.ContainsFunc(batches, refuseHeaders) {
+		s.appendTo(ctx, batches, out)
+		return out
+	}
+	var kept []*Batch
+	var at []int
+	for i, b := range batches {
+		for j := range b.Records {
+			if n := len(b.Records[j].Headers); n > MaxRecordHeaders {
+				out[i].Err = fmt.Errorf("%w: record %d of %s/%d has %d, at most %d", ErrTooManyHeaders, j, b.Topic, b.Partition, n, MaxRecordHeaders)
+				break
+			}
+		}
+		if out[i].Err == nil {
+			kept, at = append(kept, b), append(at, i)
+		}
+	}
+	res := make([]AppendResult, len(kept))
+	s.appendTo(ctx, kept, res)
+	for j, i := range at {
+		out[i] = res[j]
+	}
+	return out
+}
+
+// MaxRecordHeaders is the most headers Append takes in one record; a batch with a record of more is
+// refused (ErrTooManyHeaders) before anything of it is sent. The append script (Redis before 7, Redis
+// 7.2+, Valkey, the embedded store) passes a record's fields to XADD as Lua values (unpack), of which
+// Redis 7.0 and Valkey 8 took 3,996 headers beside a key and a value, the embedded store 2,532; a
+// record past that failed the script after the records ahead of it were added, past the high
+// watermark, and the partition refused every later append as a stream conflict. One bound on every
+// path and server, so a batch means the same everywhere.
+const MaxRecordHeaders = 2000
+
+// refuseHeaders reports whether b has a record of more than MaxRecordHeaders headers.
+func refuseHeaders(b *Batch) bool {
+	return slices.ContainsFunc(b.Records, func(r Record) bool { return len(r.Headers) > MaxRecordHeaders })
+}
+
+// appendTo is Append of batches that passed its checks, into out.
+func (s *Store) appendTo(ctx context.Context, batches []*Batch, out []AppendResult) {
 	switch {
 	case (s.opts.WaitReplicas > 0 || s.opts.WaitAOF) && slices.ContainsFunc(batches, func(b *Batch) bool { return b.Durable }):
 		s.appendDurable(ctx, batches, out)
@@ -278,7 +323,6 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		// ID past the high watermark, and refuses appends (ErrStreamConflict).
 		s.multiAppend.Store(false)
 	}
-	return out
 }
 
 // refusedUndo reports an append whose finish step could not set the stream's last ID back (Redis 7.2+).
@@ -295,42 +339,109 @@ type scriptPiper interface {
 // appendOn runs the batches' append scripts on c in one pipeline and stores the results in out.
 //
 // Scripts are loaded lazily: a fresh Redis (or a failed-over replica, or one whose script cache was
-// flushed) answers EVALSHA with NOSCRIPT, and the batch is run again with the script's text. A
-// partition with several batches in the pipeline has its first sent with the text (EVAL), which loads
-// the script for the ones after it: were the first answered NOSCRIPT and the script loaded meanwhile
-// by another connection, a later batch would be stored before it.
+// flushed) answers EVALSHA with NOSCRIPT. From a partition's first batch answered so, its batches that
+// did not run (NOSCRIPT, or refused because the one before did not: the chain, batchLua) are run
+// again, in order, in a second pipeline of EVAL with the script's text, which never answers NOSCRIPT.
+// The chain keeps a later batch from being stored ahead of an earlier one when the cache is flushed,
+// and the script loaded again by another connection, between them.
 func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult) {
-	cmds := make([]*redis.Cmd, len(batches))
-	var several map[partID]int // batches of each partition; 0 once its first went out as EVAL
-	if len(batches) > 1 {
-		several = make(map[partID]int, len(batches))
-		for _, b := range batches {
-			several[partID{b.Topic, b.Partition}]++
+	s.appendScripts(ctx, c, batches, out, false)
+	var again []int
+	var noscript map[partID]bool
+	for i, r := range out {
+		id := partID{batches[i].Topic, batches[i].Partition}
+		switch {
+		case r.Err != nil && redis.HasErrorPrefix(r.Err, "NOSCRIPT"):
+			if noscript == nil {
+				noscript = map[partID]bool{}
+			}
+			noscript[id] = true
+			again = append(again, i)
+		case errors.Is(r.Err, errEarlierBatchFailed) && noscript[id]:
+			again = append(again, i)
 		}
 	}
+	if again == nil {
+		return
+	}
+	sub := make([]*Batch, len(again))
+	for j, i := range again {
+		sub[j] = batches[i]
+	}
+	res := make([]AppendResult, len(sub))
+	s.appendScripts(ctx, c, sub, res, true)
+	for j, i := range again {
+		out[i] = res[j]
+	}
+}
+
+// appendScripts runs the batches' append scripts on c in one pipeline, chained (chainLinks), as EVAL
+// with the script's text when eval is set, else as EVALSHA.
+func (s *Store) appendScripts(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult, eval bool) {
+	cmds := make([]*redis.Cmd, len(batches))
+	links := chainLinks(batches)
 	pipe := c.Pipeline()
 	for i, b := range batches {
-		id := partID{b.Topic, b.Partition}
-		keys, args := s.partKeys(b), s.appendArgs(b)
-		if several[id] > 1 {
+		after, tok := links.at(i)
+		keys, args := s.partKeys(b), s.appendArgs(b, after, tok)
+		if eval {
 			cmds[i] = appendScript.Eval(ctx, pipe, keys, args...)
-			several[id] = 0 // the rest: EVALSHA
 		} else {
 			cmds[i] = appendScript.EvalSha(ctx, pipe, keys, args...)
 		}
 	}
 	_, _ = pipe.Exec(ctx)
-	var retry []int
-	for i, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			retry = append(retry, i)
-			continue
-		}
+	for i := range cmds {
 		out[i] = appendResult(cmds[i])
 	}
-	for _, i := range retry {
-		out[i] = appendResult(appendScript.Run(ctx, c, s.partKeys(batches[i]), s.appendArgs(batches[i])...))
+}
+
+// errEarlierBatchFailed answers a batch refused, nothing of it kept, because the batch before it of
+// its partition in the same pipeline did not run to an answer (the chain, batchLua): retried, by the
+// store (after NOSCRIPT or a missing function library) or the producer, it is stored after that one.
+var errEarlierBatchFailed = errors.New("redisstore: an earlier batch of the partition was not stored; retry")
+
+// chainLink is a batch's place in its pipeline's chain of its partition's batches (batchLua): the token
+// of the batch before it (after) and its own (tok), "" for none.
+type chainLink struct{ after, tok string }
+
+// chain is the links of batches appended in one pipeline, in order; nil when no partition has more
+// than one batch there.
+type chain []chainLink
+
+// chainLinks links each partition's batches among batches, in order. The tokens are unique to the
+// pipeline: a random prefix and the batch's place.
+func chainLinks(batches []*Batch) chain {
+	if len(batches) < 2 {
+		return nil
 	}
+	next := make([]int, len(batches)) // the partition's next batch, 0 for none
+	following := make(map[partID]int, len(batches))
+	for i := len(batches) - 1; i >= 0; i-- {
+		id := partID{batches[i].Topic, batches[i].Partition}
+		next[i] = following[id]
+		following[id] = i
+	}
+	if !slices.ContainsFunc(next, func(n int) bool { return n > 0 }) {
+		return nil
+	}
+	links := make(chain, len(batches))
+	prefix := strconv.FormatUint(rand.Uint64(), 36) + ":"
+	for i, n := range next {
+		if n > 0 {
+			links[i].tok = prefix + strconv.Itoa(i)
+			links[n].after = links[i].tok
+		}
+	}
+	return links
+}
+
+// at is the i-th batch's link as arguments.
+func (l chain) at(i int) (after, tok *string) {
+	if l == nil {
+		return &emptyValue, &emptyValue
+	}
+	return &l[i].after, &l[i].tok
 }
 
 func (s *Store) partKeys(b *Batch) []string {
@@ -367,6 +478,8 @@ func scriptAnswer(vals []int64) AppendResult {
 		return AppendResult{Err: errRunRefused}
 	case -4:
 		return AppendResult{Err: ErrStrayEntries}
+	case -5:
+		return AppendResult{Err: errEarlierBatchFailed}
 	default:
 		return AppendResult{Err: ErrOutOfOrderSequence}
 	}

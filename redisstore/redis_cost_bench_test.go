@@ -58,7 +58,7 @@ func benchAppendRedisCPU(b *testing.B, per int) {
 		return func(bs []*Batch) error {
 			pipe := s.rdb.Pipeline()
 			for _, b := range bs {
-				xadds, _ := s.multiArgs(b, s.partKeys(b), new(appendScratch), 1)
+				xadds, _ := s.multiArgs(b, s.partKeys(b), new(appendScratch), 1, &emptyValue, &emptyValue)
 				if multi {
 					pipe.Do(ctx, &cmdMULTI)
 				}

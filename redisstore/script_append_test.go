@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,8 +110,9 @@ func (loadScriptAfterFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 
 // TestScriptAppendNoscriptKeepsOrder: an idempotent producer's two batches of one partition in one
 // pipeline, the first answered NOSCRIPT and the script loaded (by another connection) before the
-// second runs: the second, refused as out of sequence, is appended again after the first, and both
-// are stored in order (the second was answered OUT_OF_ORDER_SEQUENCE, which a producer takes as fatal).
+// second runs: the second, refused because the first did not run (the chain, batchLua), is appended
+// again after the first, and both are stored in order (the second was once answered
+// OUT_OF_ORDER_SEQUENCE, which a producer takes as fatal).
 func TestScriptAppendNoscriptKeepsOrder(t *testing.T) {
 	s := scriptStore(t, backendOptions(t, "standalone"))
 	ctx := t.Context()
@@ -124,5 +127,152 @@ func TestScriptAppendNoscriptKeepsOrder(t *testing.T) {
 	res := s.Append(ctx, []*Batch{first, second})
 	if res[0].Err != nil || res[1].Err != nil || res[0].BaseOffset != 1 || res[1].BaseOffset != 3 {
 		t.Fatalf("after NOSCRIPT: first %+v, second %+v; want both stored, at 1 and 3", res[0], res[1])
+	}
+}
+
+// flushMidPipeline is a client hook that, in a pipeline of at least three append scripts, flushes the
+// script cache right after the first runs and has the script loaded again right after the second:
+// an operator's SCRIPT FLUSH (or a failover) landing between two batches of one partition, then
+// another connection's NOSCRIPT fallback loading the script before the third.
+// It does so once, and records whether the second was answered NOSCRIPT.
+type flushMidPipeline struct{ done, noscript atomic.Bool }
+
+func (*flushMidPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*flushMidPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *flushMidPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) < 3 || !strings.EqualFold(cmds[1].Name(), "evalsha") || h.done.Swap(true) {
+			return next(ctx, cmds)
+		}
+		flush := redis.NewStatusCmd(ctx, "script", "flush")
+		load := redis.NewStringCmd(ctx, "script", "load", appendScriptSource)
+		err := next(ctx, append([]redis.Cmder{cmds[0], flush, cmds[1], load}, cmds[2:]...))
+		h.noscript.Store(redis.HasErrorPrefix(cmds[1].Err(), "NOSCRIPT"))
+		return err
+	}
+}
+
+// TestScriptAppendFlushMidPipelineKeepsOrder: three batches of one partition in one pipeline, the
+// script cache flushed after the first and loaded again (by another connection) before the third.
+// The second, answered NOSCRIPT, is stored before the third, and every batch is answered as stored at
+// its place. Before, a third batch without idempotence was stored ahead of the second (appended again
+// after the pipeline), and an idempotent producer's third was answered OUT_OF_ORDER_SEQUENCE_NUMBER
+// (data loss to a Kafka producer) while the second was then stored. Redis of its own: SCRIPT FLUSH,
+// and no other test's EVAL may load the script in between.
+func TestScriptAppendFlushMidPipelineKeepsOrder(t *testing.T) {
+	for _, producer := range []int64{-1, 42} {
+		t.Run(fmt.Sprintf("producer%d", producer), func(t *testing.T) {
+			t.Parallel()
+			s, _ := openOwnServer(t)
+			s.multiAppend.Store(false)
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "midflush", 1).Name
+			appendOne(t, s, topic, 0, plain("warm", 1)...) // the script is cached
+			hook := &flushMidPipeline{}
+			s.rdb.(*redis.Client).AddHook(hook)
+			var batches []*Batch
+			for i, name := range []string{"a", "b", "c"} {
+				batches = append(batches, &Batch{Topic: topic, ProducerID: producer, BaseSequence: int32(2 * i), Records: plain(name, 2)})
+			}
+			out := s.Append(ctx, batches)
+			if !hook.noscript.Load() {
+				t.Fatal("the second batch was not answered NOSCRIPT: the flush did not land mid-pipeline")
+			}
+			for i, r := range out {
+				if r.Err != nil || r.BaseOffset != int64(1+2*i) {
+					t.Errorf("batch %d: %+v, want stored at %d", i, r, 1+2*i)
+				}
+			}
+			var got []string
+			for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
+				got = append(got, string(r.Value))
+			}
+			if want := "[a-0 a-1 b-0 b-1 c-0 c-1]"; fmt.Sprint(got) != want {
+				t.Fatalf("stored %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestScriptAppendChainPassesRefusals: in one pipeline, a batch the producer check refuses (a retried
+// duplicate) still lets the next batch of its partition run: its script ran to an answer, which
+// passes the chain on. The duplicate is answered as one, the next stored after the original.
+func TestScriptAppendChainPassesRefusals(t *testing.T) {
+	for _, backend := range []string{"standalone", "embedded"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			var s *Store
+			if backend == "embedded" {
+				s = openEmbedded(t)
+			} else {
+				s = scriptStore(t, backendOptions(t, backend))
+			}
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "chain", 1).Name
+			var seq int32
+			first := idempotentBatch(topic, 0, &seq, 2)
+			mustAppend(t, s, first)
+			retry := &Batch{Topic: topic, ProducerID: first.ProducerID, BaseSequence: 0, Records: plain("v", 2)}
+			res := s.Append(ctx, []*Batch{retry, idempotentBatch(topic, 0, &seq, 3), idempotentBatch(topic, 0, &seq, 1)})
+			if r := res[0]; r.Err != nil || !r.Duplicate || r.BaseOffset != 0 {
+				t.Fatalf("retried batch: %+v, want a duplicate at 0", r)
+			}
+			if r := res[1]; r.Err != nil || r.BaseOffset != 2 {
+				t.Fatalf("next batch: %+v, want stored at 2", r)
+			}
+			if r := res[2]; r.Err != nil || r.BaseOffset != 5 {
+				t.Fatalf("last batch: %+v, want stored at 5", r)
+			}
+		})
+	}
+}
+
+// withHeaders is a record whose n headers are "h<i>" = "v".
+func withHeaders(n int) Record {
+	r := Record{Timestamp: 1000, Key: []byte("k"), Value: []byte("v")}
+	for i := range n {
+		r.Headers = append(r.Headers, Header{Key: fmt.Sprintf("h%d", i), Value: []byte("v")})
+	}
+	return r
+}
+
+// TestAppendTooManyHeaders: a record with more than MaxRecordHeaders headers is refused before it is
+// sent, with ErrTooManyHeaders (INVALID_RECORD at the gateway), its batch alone; one with
+// MaxRecordHeaders is stored with every header, on every path and server: the script append passes a
+// record's fields to XADD as Lua values, of which Redis and Valkey take about 8,000 and the embedded
+// store about 5,000. Before, the script append stored the records ahead of such a record and then
+// failed (a Redis error, retried for ever), leaving them past the high watermark: every later append
+// to the partition was refused as a stream conflict.
+func TestAppendTooManyHeaders(t *testing.T) {
+	stores := map[string]func(t *testing.T) *Store{
+		"transaction": func(t *testing.T) *Store { return openStore(t, backendOptions(t, "standalone")) },
+		"script":      func(t *testing.T) *Store { return scriptStore(t, backendOptions(t, "standalone")) },
+		"valkey":      openValkey,
+		"embedded":    openEmbedded,
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "headers", 2).Name
+			over := &Batch{Topic: topic, ProducerID: -1, Records: []Record{withHeaders(1), withHeaders(4000)}}
+			other := &Batch{Topic: topic, Partition: 1, ProducerID: -1, Records: plain("o", 1)}
+			res := s.Append(ctx, []*Batch{over, other})
+			if !errors.Is(res[0].Err, ErrTooManyHeaders) || IsUnavailable(res[0].Err) {
+				t.Fatalf("batch with a record of 4,000 headers: %+v, want ErrTooManyHeaders", res[0])
+			}
+			if res[1].Err != nil || res[1].BaseOffset != 0 {
+				t.Fatalf("other partition's batch: %+v, want stored at 0", res[1])
+			}
+			most := &Batch{Topic: topic, ProducerID: -1, Records: []Record{withHeaders(1), withHeaders(MaxRecordHeaders)}}
+			if r := s.Append(ctx, []*Batch{most})[0]; r.Err != nil || r.BaseOffset != 0 {
+				t.Fatalf("batch with a record of %d headers: %+v, want stored at 0", MaxRecordHeaders, r)
+			}
+			got := mustRead(t, s, topic, 0, 0, 10).Records
+			if len(got) != 2 || len(got[1].Headers) != MaxRecordHeaders || got[1].Headers[MaxRecordHeaders-1].Key != fmt.Sprintf("h%d", MaxRecordHeaders-1) {
+				t.Fatalf("read %d records, want 2, the second with %d headers", len(got), MaxRecordHeaders)
+			}
+		})
 	}
 }

@@ -39,14 +39,23 @@ import (
 // index's last point (tioff). A ZADD is a redis.call and a zset insert, 5-8 us of Redis time: once per
 // batch it was a fifth to an eighth of the finish step at the 20-150 records per batch a producer
 // sends to many partitions; now it comes once per timeIndexStride records or more.
+//
+// A pipeline that carries several batches of one partition chains them (chainLinks): each but the
+// last gives its script a token (tok) to write to the meta hash's field "chain" once it has run to an
+// answer of its own (the batch stored, or refused by the producer check), and each but the first the
+// token of the one before (after), without which it is refused before it keeps anything ({-1, -5}).
+// Commands of a pipeline run one after the other but not as one: one can fail where the next succeeds
+// (NOSCRIPT, the script cache flushed in between; the function library flushed; OOM), and a later
+// batch must not be stored ahead of an earlier one of its partition that the caller appends again or
+// the producer retries. readMeta reads the field; finishBatch writes it.
 var batchLua = strings.NewReplacer("TIME_INDEX_STRIDE", strconv.Itoa(timeIndexStride),
 	"BYTES_INDEX_STRIDE", strconv.Itoa(bytesIndexStride), "RECORD_OVERHEAD", strconv.Itoa(recordOverhead)).Replace(batchLuaText)
 
 const batchLuaText = `
 local recordOverhead = RECORD_OVERHEAD
 local function readMeta(meta, pid)
-  local m = redis.call('HMGET', meta, 'next', 'start', 'maxts', 'tioff', 'p:' .. pid, 'bytes')
-  return tonumber(m[1]) or 0, tonumber(m[2]) or 0, {ts = tonumber(m[3]) or -1, at = tonumber(m[4]) or -1e18, bytes = tonumber(m[6])}, m[5], m[1] ~= false
+  local m = redis.call('HMGET', meta, 'next', 'start', 'maxts', 'tioff', 'p:' .. pid, 'bytes', 'chain')
+  return tonumber(m[1]) or 0, tonumber(m[2]) or 0, {ts = tonumber(m[3]) or -1, at = tonumber(m[4]) or -1e18, bytes = tonumber(m[6])}, m[5], m[1] ~= false, m[7]
 end
 local function indexBytes(bindex, h, base, n, tix, add)
   local z, before = {}, tix.bytes
@@ -90,7 +99,7 @@ local function checkProducer(prods, pid, epoch, seq, n, start, st)
   end
   return {-1, 45}
 end
-local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first, bytes, now)
+local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first, bytes, now, tok)
   local h, z, maxoff, indexed = {'next', string.format('%d', base + n)}, {}, nil, false
   for c = 0, k - 1 do
     local ts = tonumber(ARGV[first + 1 + 2 * c])
@@ -110,6 +119,7 @@ local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, las
   end
   if indexed then h[#h + 1], h[#h + 2] = 'tioff', string.format('%d', tix.at) end
   indexBytes(bindex, h, base, n, tix, bytes)
+  if tok and tok ~= '' then h[#h + 1], h[#h + 2] = 'chain', tok end
   if pid == '-1' then
     redis.call('HSET', meta, unpack(h))
     return
@@ -147,33 +157,41 @@ end
 // assign sequence numbers (XADD 0-*) after the first record, 2 to refuse the batch ({-1, 3},
 // UNKNOWN_TOPIC_OR_PARTITION) when the partition has no meta (Batch.KnownPartition), 4 when the caller
 // waits for the write to replicate (a duplicate then writes too), 6 layout: two bytes (big endian) per
-// record = its number of field pairs after "ts", 7 k = number of time-index candidates, then k pairs
+// record = its number of field pairs after "ts", 7 after and 8 tok: the pipeline's chain of the
+// partition's batches (empty for none; batchLua), 9 k = number of time-index candidates, then k pairs
 // (record index from 0, timestamp): the batch's time-index candidates (eachTimeCandidate),
 // then per record: timestamp, field, value, ...
 // Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 the
-// stream's last ID is not where the high watermark says (ErrStreamConflict)}.
+// stream's last ID is not where the high watermark says (ErrStreamConflict) | -5 the batch before it
+// in the chain did not run}.
 var appendScript = redis.NewScript(appendScriptSource)
 
 // appendScriptSource is appendScript's code.
 var appendScriptSource = batchLua + `
 local stream, meta, tindex, prods, bindex = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pid, epoch, seq, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local nxt, start, tix, st, known = readMeta(meta, pid)
+local nxt, start, tix, st, known, chain = readMeta(meta, pid)
 local flags = tonumber(ARGV[5])
 if not known and math.floor(flags / 2) % 2 == 1 then return {-1, 3} end
+local after, tok = ARGV[7], ARGV[8]
+if after ~= '' and chain ~= after then return {-1, -5} end
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, n, start, st)
 if refused then
+  local h = {}
   if refused[1] >= 0 and math.floor(flags / 4) % 2 == 1 then
     -- A duplicate the caller will WAIT for: a write (the high watermark, unchanged) replicated after
     -- the original batch, so that WAIT on the caller's own connection covers the original too.
-    redis.call('HSET', meta, 'next', string.format('%d', nxt))
+    h[1], h[2] = 'next', string.format('%d', nxt)
   end
+  -- Answered: the partition's next batch in the chain may run (a meta hash is never created for it).
+  if tok ~= '' and known then h[#h + 1], h[#h + 2] = 'chain', tok end
+  if #h > 0 then redis.call('HSET', meta, unpack(h)) end
   return refused
 end
 local auto = flags % 2 == 1
 local layout = ARGV[6]
-local k = tonumber(ARGV[7])
-local i, bytes = 8 + 2 * k, 0
+local k = tonumber(ARGV[9])
+local i, bytes = 10 + 2 * k, 0
 for r = 1, n do
   local hi, lo = string.byte(layout, 2 * r - 1, 2 * r)
   local j = i + 2 * (hi * 256 + lo)
@@ -196,7 +214,7 @@ for r = 1, n do
   for f = i + 1, j do bytes = bytes + #ARGV[f] end
   i = j + 1
 end
-finishBatch(meta, tindex, bindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 8, bytes)
+finishBatch(meta, tindex, bindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 10, bytes, nil, tok)
 return {nxt, start, 0}
 `
 
