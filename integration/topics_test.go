@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // Topic administration through kadm (and raw kmsg where a version or field must be pinned).
 
 // TestCreateTopicsValidation: validate_only creates nothing, and each invalid request gets its own
-// Kafka error: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS.
+// Kafka error: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS,
+// INVALID_REPLICATION_FACTOR; any replication factor from 1 is accepted and reported as 1.
 func TestCreateTopicsValidation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -46,6 +48,13 @@ func TestCreateTopicsValidation(t *testing.T) {
 		}
 		if d := dr["defaults"]; d.NumPartitions != 1 || d.ReplicationFactor != 1 {
 			t.Fatalf("create with defaults: %d partitions, replication factor %d", d.NumPartitions, d.ReplicationFactor)
+		}
+		// Any replication factor from 1 is accepted and reported as 1 (replication is Redis's); 0 is not.
+		if r, err := adm.CreateTopics(ctx, 1, 3, nil, "replicated"); err != nil || r["replicated"].Err != nil || r["replicated"].ReplicationFactor != 1 {
+			t.Fatalf("create with replication factor 3: %v, %+v; want it created with 1", err, r["replicated"])
+		}
+		if r, err := adm.CreateTopics(ctx, 1, 0, nil, "unreplicated"); err != nil || r["unreplicated"].Err != kerr.InvalidReplicationFactor {
+			t.Fatalf("create with replication factor 0: %v, %+v; want INVALID_REPLICATION_FACTOR", err, r["unreplicated"])
 		}
 		ten := "10"
 		for _, c := range []struct {
@@ -291,6 +300,7 @@ func metadataReq(topic string, autoCreate bool) *kmsg.MetadataRequest {
 
 // TestMetadataAutoCreateAndTopicIDs: Metadata creates an unknown topic only when the request allows it,
 // topic IDs (v10+) are stable across calls and match CreateTopics', and Produce never creates a topic.
+// A partition's leader epoch is -1 and its replicas and ISR are its leader alone.
 func TestMetadataAutoCreateAndTopicIDs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -320,6 +330,10 @@ func TestMetadataAutoCreateAndTopicIDs(t *testing.T) {
 		// No leader epochs (-1): clients then skip KIP-320's epoch checks, as librdkafka expects.
 		if e := resp.Topics[0].Partitions[0].LeaderEpoch; e != -1 {
 			t.Fatalf("metadata leader epoch %d, want -1", e)
+		}
+		// Replication is Redis's: the replicas and the ISR name the leader only.
+		if mp := resp.Topics[0].Partitions[0]; !slices.Equal(mp.Replicas, []int32{mp.Leader}) || !slices.Equal(mp.ISR, []int32{mp.Leader}) {
+			t.Fatalf("metadata replicas %v, ISR %v; want the leader (%d) alone", mp.Replicas, mp.ISR, mp.Leader)
 		}
 
 		cr := mustCreateTopics(t, ctx, newAdmin(t, g), 3, nil, "ids")
