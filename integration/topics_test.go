@@ -109,7 +109,8 @@ func TestCreateTopicsValidation(t *testing.T) {
 }
 
 // TestDeleteTopics deletes by name (kadm) and by topic ID (DeleteTopics v6): the registry entry and the
-// partition's Redis keys go, a recreated topic starts empty, unknown names and IDs get their errors.
+// partition's Redis keys go, a recreated topic starts empty, unknown names and IDs get their errors,
+// and a name or ID given twice in one request deletes once.
 func TestDeleteTopics(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -177,6 +178,25 @@ func TestDeleteTopics(t *testing.T) {
 		if o, _ := lo.Lookup("del-id", 0); err != nil || o.Err != nil || o.Offset != 0 {
 			t.Fatalf("end offset of the recreated topic: %d, %v, %v", o.Offset, err, o.Err)
 		}
+
+		// A name or an ID given twice in one request is not refused (Apache: INVALID_REQUEST): the first
+		// deletes, the second answers as for an unknown topic.
+		twice := mustCreateTopics(t, ctx, adm, 1, nil, "del-twice-name", "del-twice-id")
+		name, twiceID := "del-twice-name", [16]byte(twice["del-twice-id"].ID)
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.TimeoutMillis = 5000
+		for _, tg := range []kmsg.DeleteTopicsRequestTopic{{Topic: &name}, {Topic: &name}, {TopicID: twiceID}, {TopicID: twiceID}} {
+			req.Topics = append(req.Topics, tg)
+		}
+		var codes []int16
+		for _, st := range roundTrip[*kmsg.DeleteTopicsResponse](c, 6, req).Topics {
+			codes = append(codes, st.ErrorCode)
+		}
+		if want := []int16{0, kerr.UnknownTopicOrPartition.Code, 0, kerr.UnknownTopicID.Code}; !slices.Equal(codes, want) {
+			t.Fatalf("delete of a name and an ID each given twice: codes %v, want %v", codes, want)
+		}
+		gone("del-twice-name")
+		gone("del-twice-id")
 	})
 }
 
