@@ -704,7 +704,7 @@ func TestPlanReadsCaughtUpShare(t *testing.T) {
 // returns the first record alone (KIP-74) instead of every record; min_bytes is capped at max_bytes.
 func TestFetchMaxBytes(t *testing.T) {
 	for _, tc := range []struct{ max, min, wantMax, wantMin int32 }{
-		{math.MaxInt32, 1, fetchMaxBytes, 1},
+		{math.MaxInt32, 1, 55 << 20, 1}, // Apache's fetch.max.bytes default
 		{50 << 20, 1, 50 << 20, 1},
 		{0, 1, 0, 0},
 		{-1, 1, 0, 0},
