@@ -746,7 +746,7 @@ func grpCommitOK(t *testing.T, c *rawConn, group, topic string, partition int32,
 // ---- 3. OffsetFetch ----
 
 // TestGroupOffsetFetch: a group without commits answers -1 with no error (kadm, raw v1, raw v8 with
-// several groups); null topics return every committed partition; a manual-assignment consumer on a
+// several groups and require_stable); null topics return every committed partition; a manual-assignment consumer on a
 // second gateway of the same namespace commits with kadm (generation -1) and both gateways' clients
 // read those offsets back.
 func TestGroupOffsetFetch(t *testing.T) {
@@ -791,6 +791,7 @@ func TestGroupOffsetFetch(t *testing.T) {
 	req.Groups[0].Topics = []kmsg.OffsetFetchRequestGroupTopic{ft}
 	req.Groups[1].Topics = []kmsg.OffsetFetchRequestGroupTopic{ft}
 	req.Groups[2].Topics = nil // every committed partition
+	req.RequireStable = true   // accepted: without transactions no offset is ever pending
 	v8 := roundTrip[*kmsg.OffsetFetchResponse](c, 8, req)
 	if len(v8.Groups) != 3 {
 		t.Fatalf("OffsetFetch v8: %d groups, want 3", len(v8.Groups))
