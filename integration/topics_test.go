@@ -200,7 +200,8 @@ func TestDeleteTopics(t *testing.T) {
 	})
 }
 
-// TestCreatePartitions grows a topic (the new partition is usable) and refuses to shrink it.
+// TestCreatePartitions grows a topic (the new partition is usable; replica assignments are ignored) and
+// refuses to shrink it.
 func TestCreatePartitions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -236,6 +237,19 @@ func TestCreatePartitions(t *testing.T) {
 		}
 		if r, err = adm.UpdatePartitions(ctx, 5, "missing"); err != nil || r["missing"].Err != kerr.UnknownTopicOrPartition {
 			t.Fatalf("grow a missing topic: %v, %v", err, r["missing"].Err)
+		}
+		// Replica assignments are ignored: the growth takes the count, whatever brokers they name.
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "grow", 5
+		rt.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{7, 8, 9}}}
+		req.Topics = append(req.Topics, rt)
+		if cr := roundTrip[*kmsg.CreatePartitionsResponse](dialRaw(t, g.Addr), 3, req); len(cr.Topics) != 1 || cr.Topics[0].ErrorCode != 0 {
+			t.Fatalf("grow to 5 with a replica assignment: %+v, want no error", cr.Topics)
+		}
+		if tp, err := g.Store.Topic(ctx, "grow"); err != nil || tp.Partitions != 5 {
+			t.Fatalf("topic after growing with an assignment: %+v, %v; want 5 partitions", tp, err)
 		}
 	})
 }
