@@ -123,17 +123,17 @@ func TestApiVersionsUnknownVersion(t *testing.T) {
 }
 
 // TestProduceBadBatches: a batch with a flipped byte fails its CRC (CORRUPT_MESSAGE, which producers
-// retry), a truncated batch, one whose record count exceeds its records and one with bytes after its
-// last record are INVALID_RECORD (a retry would send the same bytes; CORRUPT_MESSAGE kept an idempotent
-// producer's partition stuck behind the batch until its delivery timeout), as on Apache, an old message
-// format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is INVALID_REQUIRED_ACKS; the good
-// partition in the same request is stored, the bad ones store nothing, and the connection stays
-// usable.
+// retry), a truncated batch, one whose record count exceeds its records, one with bytes after its last
+// record and one whose records do not decompress are INVALID_RECORD (a retry would send the same bytes;
+// CORRUPT_MESSAGE kept an idempotent producer's partition stuck behind the batch until its delivery
+// timeout), as on Apache, an old message format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is
+// INVALID_REQUIRED_ACKS; the good partition in the same request is stored, the bad ones store nothing,
+// and the connection stays usable.
 func TestProduceBadBatches(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
-		mustCreateTopics(t, ctx, newAdmin(t, g), 6, nil, "crc")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 7, nil, "crc")
 		now := time.Now().UnixMilli()
 		good := rawBatch(t, -1, -1, -1, now, "good")
 		flipped := rawBatch(t, -1, -1, -1, now, "bad crc")
@@ -152,12 +152,15 @@ func TestProduceBadBatches(t *testing.T) {
 		trailing := append(rawBatch(t, -1, -1, -1, now, "then bytes"), 0, 0, 0)
 		binary.BigEndian.PutUint32(trailing[8:], uint32(len(trailing)-12))
 		recrc(trailing)
+		notGzip := rawBatch(t, -1, -1, -1, now, "said gzip")
+		binary.BigEndian.PutUint16(notGzip[21:], 1) // attributes: gzip, over records sent uncompressed
+		recrc(notGzip)
 
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = "crc"
-		for p, recs := range [][]byte{good, flipped, truncated, oldMagic, overcounted, trailing} {
+		for p, recs := range [][]byte{good, flipped, truncated, oldMagic, overcounted, trailing, notGzip} {
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition, rp.Records = int32(p), recs
 			rt.Partitions = append(rt.Partitions, rp)
@@ -165,7 +168,7 @@ func TestProduceBadBatches(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		c := dialRaw(t, g.Addr)
 		resp := roundTrip[*kmsg.ProduceResponse](c, 9, req)
-		want := []int16{0, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code, kerr.UnsupportedForMessageFormat.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code}
+		want := []int16{0, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code, kerr.UnsupportedForMessageFormat.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(want) {
 			t.Fatalf("produce response: %+v", resp.Topics)
 		}
