@@ -144,6 +144,9 @@ func TestFetchRaw(t *testing.T) {
 			t.Fatalf("fetch from 0: a batch of %d records, codec %d, producer %d/%d/%d; want 5, uncompressed, -1/-1/-1",
 				len(b.Records), b.Compression(), b.ProducerID, b.ProducerEpoch, b.BaseSequence)
 		}
+		if e := bs[0].PartitionLeaderEpoch; e != -1 { // librdkafka validates positions whose epoch is known
+			t.Fatalf("fetch from 0: partition leader epoch %d, want -1", e)
+		}
 		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 13, fetchReq("", [16]byte{1, 2, 3}, 0, 0, 1<<20)))
 		if sp.ErrorCode != kerr.UnknownTopicID.Code {
 			t.Fatalf("fetch v13 with an unknown topic id: error %d, want UNKNOWN_TOPIC_ID", sp.ErrorCode)
