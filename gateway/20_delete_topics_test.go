@@ -125,3 +125,28 @@ func TestDeleteTopicsNameAndID(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteTopicsRedisDown: with Redis unreachable, DeleteTopics answers REQUEST_TIMED_OUT, by name
+// and by topic ID, as CreateTopics and CreatePartitions do (docs/COMPATIBILITY.md), and the topic stays.
+func TestDeleteTopicsRedisDown(t *testing.T) {
+	ctx, c, m := miniredisGateway(t)
+	id := [16]byte{'d', 'r'}
+	if err := c.g.store.CreateTopic(ctx, redisstore.Topic{Name: "d", ID: id, Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	holdTopicView(t, ctx, c.g) // the view at hand: the deletion itself fails
+	m.Close()
+	name := "d"
+	if st := deleteTopicsV6(t, ctx, c, &name, [16]byte{}); st.ErrorCode != kerr.RequestTimedOut.Code {
+		t.Errorf("by name: error %d, want REQUEST_TIMED_OUT", st.ErrorCode)
+	}
+	if st := deleteTopicsV6(t, ctx, c, nil, id); st.ErrorCode != kerr.RequestTimedOut.Code {
+		t.Errorf("by ID: error %d, want REQUEST_TIMED_OUT", st.ErrorCode)
+	}
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.g.store.Topic(ctx, "d"); err != nil {
+		t.Fatalf("topic d after the failed deletes: %v, want it kept", err)
+	}
+}

@@ -704,7 +704,7 @@ func TestPlanReadsCaughtUpShare(t *testing.T) {
 // returns the first record alone (KIP-74) instead of every record; min_bytes is capped at max_bytes.
 func TestFetchMaxBytes(t *testing.T) {
 	for _, tc := range []struct{ max, min, wantMax, wantMin int32 }{
-		{math.MaxInt32, 1, fetchMaxBytes, 1},
+		{math.MaxInt32, 1, 55 << 20, 1}, // Apache's fetch.max.bytes default
 		{50 << 20, 1, 50 << 20, 1},
 		{0, 1, 0, 0},
 		{-1, 1, 0, 0},
@@ -1062,7 +1062,7 @@ func TestFetchCaughtUpReadsSmallBuffers(t *testing.T) {
 // TestFetchSessionEpochWithoutSession: kgate hands out no fetch sessions, so a v7+ request whose epoch
 // is neither 0 (open one) nor -1 (no session) asks for one it cannot hold: FETCH_SESSION_ID_NOT_FOUND
 // at the top level, whatever its session id, as Apache answers an unknown session. Session id 0 with
-// an epoch above 0 was served.
+// an epoch above 0 was served. Every answer carries session id 0 (none opened).
 func TestFetchSessionEpochWithoutSession(t *testing.T) {
 	ctx, g, store := embeddedGateway(t, Config{})
 	t.Cleanup(func() { forgetSizing("sess") })
@@ -1086,6 +1086,9 @@ func TestFetchSessionEpochWithoutSession(t *testing.T) {
 			!tc.served && resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 			t.Errorf("session %d epoch %d: error %d, %d topics; want served %v (else FETCH_SESSION_ID_NOT_FOUND)",
 				tc.id, tc.epoch, resp.ErrorCode, len(resp.Topics), tc.served)
+		}
+		if resp.SessionID != 0 { // sessions are declined: the client keeps sending full requests
+			t.Errorf("session %d epoch %d: answered session id %d, want 0", tc.id, tc.epoch, resp.SessionID)
 		}
 	}
 }

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,17 +123,17 @@ func TestApiVersionsUnknownVersion(t *testing.T) {
 }
 
 // TestProduceBadBatches: a batch with a flipped byte fails its CRC (CORRUPT_MESSAGE, which producers
-// retry), a truncated batch, one whose record count exceeds its records and one with bytes after its
-// last record are INVALID_RECORD (a retry would send the same bytes; CORRUPT_MESSAGE kept an idempotent
-// producer's partition stuck behind the batch until its delivery timeout), as on Apache, an old message
-// format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is INVALID_REQUIRED_ACKS; the good
-// partition in the same request is stored, the bad ones store nothing, and the connection stays
-// usable.
+// retry), a truncated batch, one whose record count exceeds its records, one with bytes after its last
+// record and one whose records do not decompress are INVALID_RECORD (a retry would send the same bytes;
+// CORRUPT_MESSAGE kept an idempotent producer's partition stuck behind the batch until its delivery
+// timeout), as on Apache, an old message format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is
+// INVALID_REQUIRED_ACKS; the good partition in the same request is stored, the bad ones store nothing,
+// and the connection stays usable.
 func TestProduceBadBatches(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
-		mustCreateTopics(t, ctx, newAdmin(t, g), 6, nil, "crc")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 7, nil, "crc")
 		now := time.Now().UnixMilli()
 		good := rawBatch(t, -1, -1, -1, now, "good")
 		flipped := rawBatch(t, -1, -1, -1, now, "bad crc")
@@ -150,12 +152,15 @@ func TestProduceBadBatches(t *testing.T) {
 		trailing := append(rawBatch(t, -1, -1, -1, now, "then bytes"), 0, 0, 0)
 		binary.BigEndian.PutUint32(trailing[8:], uint32(len(trailing)-12))
 		recrc(trailing)
+		notGzip := rawBatch(t, -1, -1, -1, now, "said gzip")
+		binary.BigEndian.PutUint16(notGzip[21:], 1) // attributes: gzip, over records sent uncompressed
+		recrc(notGzip)
 
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = "crc"
-		for p, recs := range [][]byte{good, flipped, truncated, oldMagic, overcounted, trailing} {
+		for p, recs := range [][]byte{good, flipped, truncated, oldMagic, overcounted, trailing, notGzip} {
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition, rp.Records = int32(p), recs
 			rt.Partitions = append(rt.Partitions, rp)
@@ -163,7 +168,7 @@ func TestProduceBadBatches(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		c := dialRaw(t, g.Addr)
 		resp := roundTrip[*kmsg.ProduceResponse](c, 9, req)
-		want := []int16{0, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code, kerr.UnsupportedForMessageFormat.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code}
+		want := []int16{0, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code, kerr.UnsupportedForMessageFormat.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(want) {
 			t.Fatalf("produce response: %+v", resp.Topics)
 		}
@@ -181,6 +186,71 @@ func TestProduceBadBatches(t *testing.T) {
 			t.Errorf("acks=2: error %d, want INVALID_REQUIRED_ACKS", sp.ErrorCode)
 		}
 		c.apiVersionsOK()
+	})
+}
+
+// TestTransactionsRefused: transactions are not supported (docs/COMPATIBILITY.md). InitProducerId with
+// a transactional id, a Produce request with one and a batch marked transactional are all answered
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED and store nothing, and so is franz-go's transactional producer;
+// a read_committed fetch reads as read_uncommitted, its last stable offset the high watermark.
+func TestTransactionsRefused(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "txn")
+		refused := kerr.TransactionalIDAuthorizationFailed.Code
+		txnID := "txn-producer"
+		c := dialRaw(t, g.Addr)
+
+		ipr := kmsg.NewPtrInitProducerIDRequest()
+		ipr.TransactionalID, ipr.TransactionTimeoutMillis = &txnID, 60000
+		ipr.ProducerID, ipr.ProducerEpoch = -1, -1
+		for _, v := range []int16{0, 4} {
+			if resp := roundTrip[*kmsg.InitProducerIDResponse](c, v, ipr); resp.ErrorCode != refused || resp.ProducerID != -1 {
+				t.Errorf("InitProducerId v%d with a transactional id: error %d producer id %d, want %d and -1", v, resp.ErrorCode, resp.ProducerID, refused)
+			}
+		}
+
+		now := time.Now().UnixMilli()
+		withID := produceReq("txn", 0, -1, rawBatch(t, -1, -1, -1, now, "with id"))
+		withID.TransactionID = &txnID
+		marked := protocol.Batch{PartitionLeaderEpoch: -1, FirstTimestamp: now, MaxTimestamp: now,
+			ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, Attributes: 0x10, // transactional
+			Records: []protocol.Record{{Timestamp: now, Value: []byte("marked")}}}
+		markedBytes, err := protocol.AppendCompressedBatch(nil, marked, protocol.CodecNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, req := range map[string]*kmsg.ProduceRequest{
+			"transactional id":    withID,
+			"transactional batch": produceReq("txn", 0, -1, markedBytes),
+		} {
+			if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, req)); sp.ErrorCode != refused {
+				t.Errorf("Produce with a %s: error %d, want %d", name, sp.ErrorCode, refused)
+			}
+		}
+
+		tp := newClient(t, g, kgo.DefaultProduceTopic("txn"), kgo.TransactionalID(txnID), kgo.RetryTimeout(5*time.Second))
+		err = tp.BeginTransaction() // fails once the producer ID it initialises is refused
+		if err == nil {
+			err = tp.ProduceSync(ctx, &kgo.Record{Value: []byte("in a transaction")}).FirstErr()
+		}
+		if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			t.Errorf("franz-go transactional producer: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+		}
+		if n, err := g.Store.Client().XLen(ctx, g.Namespace+":stream:{txn:0}").Result(); err != nil || n != 0 {
+			t.Fatalf("XLEN %d, %v; want nothing stored", n, err)
+		}
+
+		if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("txn", 0, -1, rawBatch(t, -1, -1, -1, now, "plain")))); sp.ErrorCode != 0 {
+			t.Fatalf("plain produce: error %d", sp.ErrorCode)
+		}
+		fr := fetchReq("txn", [16]byte{}, 0, 0, 1<<20)
+		fr.IsolationLevel = 1 // read_committed
+		sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fr))
+		if got := fetchedValues(t, sp); !slices.Equal(got, []string{"0:plain"}) || sp.HighWatermark != 1 || sp.LastStableOffset != 1 {
+			t.Errorf("read_committed fetch: %v, high watermark %d, last stable offset %d; want [0:plain], 1 and 1", got, sp.HighWatermark, sp.LastStableOffset)
+		}
 	})
 }
 

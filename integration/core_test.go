@@ -308,6 +308,8 @@ func TestListOffsets(t *testing.T) {
 		check("start", lo, err, 0, 0)
 		lo, err = adm.ListEndOffsets(ctx, "lo")
 		check("end", lo, err, 4, 0)
+		lo, err = adm.ListCommittedOffsets(ctx, "lo") // read_committed: isolation is ignored, no transactions
+		check("end, read_committed", lo, err, 4, 0)
 		for _, c := range []struct{ at, offset, ts int64 }{
 			{0, 0, 1000}, {1000, 0, 1000}, {1001, 1, 3000}, {2000, 1, 3000}, {2500, 1, 3000}, {3000, 1, 3000},
 			{3001, 3, 4000}, {3500, 3, 4000}, {4000, 3, 4000},

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/protocol"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -97,15 +98,15 @@ func (l *requestVersions) of(name string) []string {
 }
 
 // TestFetchRaw covers what franz-go hides: Fetch v13 by topic ID (and UNKNOWN_TOPIC_ID), an offset
-// beyond the high watermark (OFFSET_OUT_OF_RANGE), and byte limits smaller than one record still
-// returning that record (KIP-74).
+// beyond the high watermark (OFFSET_OUT_OF_RANGE), byte limits smaller than one record still
+// returning that record (KIP-74), and batches rebuilt uncompressed without producer fields.
 func TestFetchRaw(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
 		cr := mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "raw")
 		id := [16]byte(cr["raw"].ID)
-		p := newClient(t, g, kgo.DefaultProduceTopic("raw"))
+		p := newClient(t, g, kgo.DefaultProduceTopic("raw"), kgo.ProducerBatchCompression(kgo.GzipCompression()))
 		value := strings.Repeat("v", 200)
 		for i := 0; i < 5; i++ {
 			if err := p.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr(); err != nil {
@@ -133,6 +134,19 @@ func TestFetchRaw(t *testing.T) {
 		if n, first := count(sp); n != 3 || first != 2 {
 			t.Fatalf("fetch v13 from offset 2: %d records from %d, want 3 from 2", n, first)
 		}
+		// Batches are rebuilt from the stream entries: the five records, produced as five gzip batches of
+		// an idempotent producer, come back as one uncompressed batch without producer fields.
+		bs := fetchedRecords(t, fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("raw", [16]byte{}, 0, 0, 1<<20))))
+		if len(bs) != 1 {
+			t.Fatalf("fetch from 0: %d batches, want one", len(bs))
+		}
+		if b := bs[0]; len(b.Records) != 5 || b.Compression() != protocol.CodecNone || b.ProducerID != -1 || b.ProducerEpoch != -1 || b.BaseSequence != -1 {
+			t.Fatalf("fetch from 0: a batch of %d records, codec %d, producer %d/%d/%d; want 5, uncompressed, -1/-1/-1",
+				len(b.Records), b.Compression(), b.ProducerID, b.ProducerEpoch, b.BaseSequence)
+		}
+		if e := bs[0].PartitionLeaderEpoch; e != -1 { // librdkafka validates positions whose epoch is known
+			t.Fatalf("fetch from 0: partition leader epoch %d, want -1", e)
+		}
 		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 13, fetchReq("", [16]byte{1, 2, 3}, 0, 0, 1<<20)))
 		if sp.ErrorCode != kerr.UnknownTopicID.Code {
 			t.Fatalf("fetch v13 with an unknown topic id: error %d, want UNKNOWN_TOPIC_ID", sp.ErrorCode)
@@ -157,7 +171,7 @@ func TestFetchRaw(t *testing.T) {
 
 		// Partition max bytes below one record: exactly the first record, whole.
 		sp = fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("raw", [16]byte{}, 0, 1, 10)))
-		bs := fetchedRecords(t, sp)
+		bs = fetchedRecords(t, sp)
 		if n, first := count(sp); sp.ErrorCode != 0 || n != 1 || first != 1 || string(bs[0].Records[0].Value) != value {
 			t.Fatalf("fetch with partition max bytes 10: error %d, %d records from %d", sp.ErrorCode, n, first)
 		}

@@ -746,9 +746,9 @@ func grpCommitOK(t *testing.T, c *rawConn, group, topic string, partition int32,
 // ---- 3. OffsetFetch ----
 
 // TestGroupOffsetFetch: a group without commits answers -1 with no error (kadm, raw v1, raw v8 with
-// several groups); null topics return every committed partition; a manual-assignment consumer on a
-// second gateway of the same namespace commits with kadm (generation -1) and both gateways' clients
-// read those offsets back.
+// several groups and require_stable); retention_time_ms is ignored; null topics return every committed
+// partition; a manual-assignment consumer on a second gateway of the same namespace commits with kadm
+// (generation -1) and both gateways' clients read those offsets back.
 func TestGroupOffsetFetch(t *testing.T) {
 	b := backends()[0]
 	t.Parallel()
@@ -779,6 +779,17 @@ func TestGroupOffsetFetch(t *testing.T) {
 	grpCommitOK(t, c, "known", "fa", 2, 1, "md2")
 	grpCommitOK(t, c, "known", "fb", 0, 0, "")
 
+	// retention_time_ms (v2-v4) is ignored: the offset stays and its hash gets no expiry.
+	rreq := rawCommitReq("retained", "", -1, "fa", 0, 2, nil)
+	rreq.RetentionTimeMillis = 1
+	if code := commitCode(t, roundTrip[*kmsg.OffsetCommitResponse](c, 2, rreq)); code != 0 {
+		t.Fatalf("commit v2 with retention_time_ms 1: error %d", code)
+	}
+	key := g0.Namespace + ":offsets:{" + redisstore.GroupTag("retained") + "}:retained"
+	if ttl, err := g0.Store.Client().PTTL(ctx, key).Result(); err != nil || ttl != -1 {
+		t.Fatalf("PTTL %s after a commit with retention_time_ms 1: %v, %v; want -1 (no expiry)", key, ttl, err)
+	}
+
 	// v8: several groups in one request; one unknown, one with listed partitions, one with null topics.
 	req := kmsg.NewPtrOffsetFetchRequest()
 	for _, name := range []string{"nobody", "known", "known"} {
@@ -791,6 +802,7 @@ func TestGroupOffsetFetch(t *testing.T) {
 	req.Groups[0].Topics = []kmsg.OffsetFetchRequestGroupTopic{ft}
 	req.Groups[1].Topics = []kmsg.OffsetFetchRequestGroupTopic{ft}
 	req.Groups[2].Topics = nil // every committed partition
+	req.RequireStable = true   // accepted: without transactions no offset is ever pending
 	v8 := roundTrip[*kmsg.OffsetFetchResponse](c, 8, req)
 	if len(v8.Groups) != 3 {
 		t.Fatalf("OffsetFetch v8: %d groups, want 3", len(v8.Groups))

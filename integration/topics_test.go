@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // Topic administration through kadm (and raw kmsg where a version or field must be pinned).
 
 // TestCreateTopicsValidation: validate_only creates nothing, and each invalid request gets its own
-// Kafka error: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS.
+// Kafka error: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_PARTITIONS,
+// INVALID_REPLICATION_FACTOR; any replication factor from 1 is accepted and reported as 1.
 func TestCreateTopicsValidation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -46,6 +48,13 @@ func TestCreateTopicsValidation(t *testing.T) {
 		}
 		if d := dr["defaults"]; d.NumPartitions != 1 || d.ReplicationFactor != 1 {
 			t.Fatalf("create with defaults: %d partitions, replication factor %d", d.NumPartitions, d.ReplicationFactor)
+		}
+		// Any replication factor from 1 is accepted and reported as 1 (replication is Redis's); 0 is not.
+		if r, err := adm.CreateTopics(ctx, 1, 3, nil, "replicated"); err != nil || r["replicated"].Err != nil || r["replicated"].ReplicationFactor != 1 {
+			t.Fatalf("create with replication factor 3: %v, %+v; want it created with 1", err, r["replicated"])
+		}
+		if r, err := adm.CreateTopics(ctx, 1, 0, nil, "unreplicated"); err != nil || r["unreplicated"].Err != kerr.InvalidReplicationFactor {
+			t.Fatalf("create with replication factor 0: %v, %+v; want INVALID_REPLICATION_FACTOR", err, r["unreplicated"])
 		}
 		ten := "10"
 		for _, c := range []struct {
@@ -100,7 +109,8 @@ func TestCreateTopicsValidation(t *testing.T) {
 }
 
 // TestDeleteTopics deletes by name (kadm) and by topic ID (DeleteTopics v6): the registry entry and the
-// partition's Redis keys go, a recreated topic starts empty, unknown names and IDs get their errors.
+// partition's Redis keys go, a recreated topic starts empty, unknown names and IDs get their errors,
+// and a name or ID given twice in one request deletes once.
 func TestDeleteTopics(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -168,10 +178,30 @@ func TestDeleteTopics(t *testing.T) {
 		if o, _ := lo.Lookup("del-id", 0); err != nil || o.Err != nil || o.Offset != 0 {
 			t.Fatalf("end offset of the recreated topic: %d, %v, %v", o.Offset, err, o.Err)
 		}
+
+		// A name or an ID given twice in one request is not refused (Apache: INVALID_REQUEST): the first
+		// deletes, the second answers as for an unknown topic.
+		twice := mustCreateTopics(t, ctx, adm, 1, nil, "del-twice-name", "del-twice-id")
+		name, twiceID := "del-twice-name", [16]byte(twice["del-twice-id"].ID)
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.TimeoutMillis = 5000
+		for _, tg := range []kmsg.DeleteTopicsRequestTopic{{Topic: &name}, {Topic: &name}, {TopicID: twiceID}, {TopicID: twiceID}} {
+			req.Topics = append(req.Topics, tg)
+		}
+		var codes []int16
+		for _, st := range roundTrip[*kmsg.DeleteTopicsResponse](c, 6, req).Topics {
+			codes = append(codes, st.ErrorCode)
+		}
+		if want := []int16{0, kerr.UnknownTopicOrPartition.Code, 0, kerr.UnknownTopicID.Code}; !slices.Equal(codes, want) {
+			t.Fatalf("delete of a name and an ID each given twice: codes %v, want %v", codes, want)
+		}
+		gone("del-twice-name")
+		gone("del-twice-id")
 	})
 }
 
-// TestCreatePartitions grows a topic (the new partition is usable) and refuses to shrink it.
+// TestCreatePartitions grows a topic (the new partition is usable; replica assignments are ignored) and
+// refuses to shrink it.
 func TestCreatePartitions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -207,6 +237,19 @@ func TestCreatePartitions(t *testing.T) {
 		}
 		if r, err = adm.UpdatePartitions(ctx, 5, "missing"); err != nil || r["missing"].Err != kerr.UnknownTopicOrPartition {
 			t.Fatalf("grow a missing topic: %v, %v", err, r["missing"].Err)
+		}
+		// Replica assignments are ignored: the growth takes the count, whatever brokers they name.
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "grow", 5
+		rt.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{7, 8, 9}}}
+		req.Topics = append(req.Topics, rt)
+		if cr := roundTrip[*kmsg.CreatePartitionsResponse](dialRaw(t, g.Addr), 3, req); len(cr.Topics) != 1 || cr.Topics[0].ErrorCode != 0 {
+			t.Fatalf("grow to 5 with a replica assignment: %+v, want no error", cr.Topics)
+		}
+		if tp, err := g.Store.Topic(ctx, "grow"); err != nil || tp.Partitions != 5 {
+			t.Fatalf("topic after growing with an assignment: %+v, %v; want 5 partitions", tp, err)
 		}
 	})
 }
@@ -291,6 +334,7 @@ func metadataReq(topic string, autoCreate bool) *kmsg.MetadataRequest {
 
 // TestMetadataAutoCreateAndTopicIDs: Metadata creates an unknown topic only when the request allows it,
 // topic IDs (v10+) are stable across calls and match CreateTopics', and Produce never creates a topic.
+// A partition's leader epoch is -1 and its replicas and ISR are its leader alone.
 func TestMetadataAutoCreateAndTopicIDs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -320,6 +364,10 @@ func TestMetadataAutoCreateAndTopicIDs(t *testing.T) {
 		// No leader epochs (-1): clients then skip KIP-320's epoch checks, as librdkafka expects.
 		if e := resp.Topics[0].Partitions[0].LeaderEpoch; e != -1 {
 			t.Fatalf("metadata leader epoch %d, want -1", e)
+		}
+		// Replication is Redis's: the replicas and the ISR name the leader only.
+		if mp := resp.Topics[0].Partitions[0]; !slices.Equal(mp.Replicas, []int32{mp.Leader}) || !slices.Equal(mp.ISR, []int32{mp.Leader}) {
+			t.Fatalf("metadata replicas %v, ISR %v; want the leader (%d) alone", mp.Replicas, mp.ISR, mp.Leader)
 		}
 
 		cr := mustCreateTopics(t, ctx, newAdmin(t, g), 3, nil, "ids")

@@ -18,7 +18,8 @@
 //	                                          start offset), maxts and maxoff (maximum timestamp, its
 //	                                          offset), tioff (last time index point), bytes (record
 //	                                          bytes appended, bytes_index.go), p:<producer id>
-//	                                          (idempotence state)
+//	                                          and t:<producer id> (idempotence state, time of its
+//	                                          last batch)
 //	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (sparse time
 //	                                          index: points at least 512 records apart)
 //	<ns>:bindex:{<topic>:<p>}          zset   member total record bytes below the offset in the score
@@ -30,6 +31,7 @@
 //	<ns>:offsets-md:{<tag>}:<group>    hash   stream key -> commit metadata
 //	<ns>:groups                        set    group IDs with committed offsets
 //	<ns>:gateways                      hash   node id -> gateway registration JSON
+//	<ns>:appends                       pub/sub "partition grew" notices that wake other gateways' fetches
 //
 // # Stream entries
 //
