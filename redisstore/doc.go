@@ -64,6 +64,6 @@
 //     recreating it, which drops its pending entries and consumers; XINFO GROUPS shows the right
 //     last-delivered-id but no entries-read and no true lag.
 //   - Replicas and AOF: with WaitReplicas every append reports ErrNotDurable (WAIT answers 0); with
-//     WaitAOF every append fails (no WAITAOF).
+//     WaitAOF every append reports it too (no WAITAOF).
 //   - Persistence: the data lives as long as the Store.
 package redisstore

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -266,5 +268,59 @@ func TestDurableCommitAfterSlotMoved(t *testing.T) {
 			t.Fatalf("commits still fail 2 s after the slot moved: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDurableAOF: with WaitAOF, a durable append and a commit are confirmed by the server's AOF fsync
+// (WAITAOF, Redis 7.2+: here valkey-server); with the AOF turned off the server refuses WAITAOF, and
+// the append and the commit, written all the same, are reported not durable (the producer's retry is
+// answered as a duplicate), not as a Redis failure.
+func TestDurableAOF(t *testing.T) {
+	if _, err := exec.LookPath("valkey-server"); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("valkey-server not installed")
+		}
+		t.Fatal("valkey-server not installed")
+	}
+	srv, err := redistest.StartBinary("valkey-server", "--appendonly", "yes", "--appendfsync", "always")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	ctx := t.Context()
+	s := openStore(t, Options{Addrs: []string{srv.Addr}, WaitAOF: true, WaitTimeout: 2 * time.Second})
+	mustCreateTopic(t, s, "aof", 1)
+	var seq int32
+	b := idempotentBatch("aof", 0, &seq, 3)
+	b.Durable = true
+	if res := mustAppend(t, s, b); res.BaseOffset != 0 {
+		t.Fatalf("confirmed append at %d, want 0", res.BaseOffset)
+	}
+	for i, err := range s.CommitOffsets(ctx, "aofgroup", []OffsetCommit{{Topic: "aof", Partition: 0, Offset: 3}}, time.Now()) {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+
+	if err := s.Client().ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+		t.Fatal(err)
+	}
+	next := idempotentBatch("aof", 0, &seq, 2)
+	next.Durable = true
+	if res := s.Append(ctx, []*Batch{next})[0]; !errors.Is(res.Err, ErrNotDurable) {
+		t.Fatalf("append with the AOF off: %v, want ErrNotDurable", res.Err)
+	}
+	checkDense(t, s, "aof", 0, 5) // written all the same
+	retry := &Batch{Topic: "aof", ProducerID: next.ProducerID, BaseSequence: next.BaseSequence, Records: plain("v", 2)}
+	if res := mustAppend(t, s, retry); !res.Duplicate || res.BaseOffset != 3 {
+		t.Fatalf("the producer's retry: %+v, want a duplicate at 3", res)
+	}
+	for i, err := range s.CommitOffsets(ctx, "aofgroup", []OffsetCommit{{Topic: "aof", Partition: 0, Offset: 5}}, time.Now()) {
+		if !errors.Is(err, ErrNotDurable) {
+			t.Fatalf("commit %d with the AOF off: %v, want ErrNotDurable", i, err)
+		}
+	}
+	if got, err := s.CommittedOffsets(ctx, "aofgroup"); err != nil || len(got) != 1 || got[0].Offset != 5 {
+		t.Fatalf("committed %+v (%v), want 5: written, not confirmed", got, err)
 	}
 }

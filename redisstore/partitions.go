@@ -516,7 +516,17 @@ func (s *Store) appendDurable(ctx context.Context, batches []*Batch, out []Appen
 }
 
 // waitDurable applies the configured WAIT / WAITAOF on conn, the connection that took the writes.
+// Those are done whatever it answers: a wait that fails (WAITAOF refused by a server whose AOF is off,
+// a timeout) is ErrNotDurable too, which a relative offset reset must not be sent again on.
 func (s *Store) waitDurable(ctx context.Context, conn *redis.Conn) error {
+	err := s.wait(ctx, conn)
+	if err == nil || errors.Is(err, ErrNotDurable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotDurable, err)
+}
+
+func (s *Store) wait(ctx context.Context, conn *redis.Conn) error {
 	if s.opts.WaitReplicas > 0 {
 		n, err := conn.Do(ctx, "WAIT", s.opts.WaitReplicas, s.opts.WaitTimeout.Milliseconds()).Int64()
 		if err != nil {
