@@ -5,7 +5,7 @@ package gateway
 // The coordinator validates the committer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS; a simple commit with generation -1 and no member only while the group has no
 // members, as Apache). Each accepted partition is then stored by redisstore.CommitOffsets: canonical
-// hash + timestamp sidecar + metadata in one MULTI on the group's slot, and the Redis consumer group on
+// hash + timestamp sidecar + metadata in one script on the group's slot, and the Redis consumer group on
 // the partition's stream moved to the committed offset with every pending entry below it acked.
 // A Redis failure answers COORDINATOR_NOT_AVAILABLE for the partitions (never success).
 //
@@ -92,7 +92,7 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 		}
 	}
 	if len(commits) > 0 {
-		errs := g.store.CommitOffsets(ctx, req.Group, commits, time.Now())
+		errs := g.store.CommitOffsets(ctx, req.Group, "", commits, time.Now())
 		stored := 0
 		for i, err := range errs {
 			if err != nil {

@@ -41,7 +41,7 @@ func (g *Gateway) deleteGroup(ctx context.Context, name string) int16 {
 	case code != 0:
 		return code
 	}
-	if err := g.store.DeleteGroup(ctx, name); err != nil {
+	if err := g.store.DeleteGroup(ctx, name, ""); err != nil {
 		return groupErrCode(err)
 	}
 	forgetGroupMetrics(name)

@@ -77,7 +77,7 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if err := g.store.DeleteOffsets(ctx, req.Group, del); err != nil {
+	if err := g.store.DeleteOffsets(ctx, req.Group, "", del); err != nil {
 		resp.ErrorCode = groupErrCode(err)
 	}
 	return resp, nil

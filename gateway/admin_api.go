@@ -725,7 +725,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// An untimestamped write: the sidecar entries it overwrites are cleared.
-		for _, err := range g.store.CommitOffsets(ctx, group, commits, time.Time{}) {
+		for _, err := range g.store.CommitOffsets(ctx, group, "", commits, time.Time{}) {
 			switch {
 			case errors.Is(err, redisstore.ErrNotDurable):
 				// Written on the primary: an error would have the operator send it again, and a
