@@ -336,6 +336,11 @@ func TestAdminResetRefusedWhenMemberJoined(t *testing.T) {
 	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
 	createTopic(t, store, "rt", 1)
 	holdTopicView(t, ctx, g)
+	// The group is claimed already (a commit or a join here would have), so the reset's first Redis
+	// round trip is one of its reads, after its first check of the group.
+	if _, err := g.claimGroup(ctx, "joined"); err != nil {
+		t.Fatal(err)
+	}
 	p.Hold() // the reset's reads of Redis wait
 	answered := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
