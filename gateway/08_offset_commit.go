@@ -5,9 +5,13 @@ package gateway
 // The coordinator validates the committer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // REBALANCE_IN_PROGRESS; a simple commit with generation -1 and no member only while the group has no
 // members, as Apache). Each accepted partition is then stored by redisstore.CommitOffsets: canonical
-// hash + timestamp sidecar + metadata in one MULTI on the group's slot, and the Redis consumer group on
+// hash + timestamp sidecar + metadata in one script on the group's slot, and the Redis consumer group on
 // the partition's stream moved to the committed offset with every pending entry below it acked.
-// A Redis failure answers COORDINATOR_NOT_AVAILABLE for the partitions (never success).
+// A Redis failure answers COORDINATOR_NOT_AVAILABLE for the partitions (never success). The script
+// stores nothing once another gateway claimed the group since this one did (before its validation):
+// the partitions are answered NOT_COORDINATOR and the group leaves this gateway's memory
+// (Gateway.disowned), so a commit this gateway validated before the group moved cannot overwrite the
+// new coordinator's.
 //
 // Unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION, answered before the coordinator is asked,
 // as on Apache; metadata over 4096 bytes -> OFFSET_METADATA_TOO_LARGE. retention_time_ms (v2-v4) is ignored: offsets live until deleted.
@@ -58,6 +62,14 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 	}
 	code := g.notCoordinator(req.Group)
 	defer g.writes.commit(req.Group)() // from the validation to the last write
+	var token string
+	if code == 0 {
+		// Claimed before the validation: a write validated here is refused once another gateway
+		// claimed the group after this one (Gateway.claimGroup).
+		var err error
+		token, err = g.claimGroup(ctx, req.Group)
+		code = groupErrCode(err)
+	}
 	if code == 0 {
 		gen := req.Generation
 		if req.Version == 0 {
@@ -92,15 +104,20 @@ func (c *conn) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) 
 		}
 	}
 	if len(commits) > 0 {
-		errs := g.store.CommitOffsets(ctx, req.Group, commits, time.Now())
+		errs := g.store.CommitOffsets(ctx, req.Group, token, commits, time.Now())
 		stored := 0
 		for i, err := range errs {
 			if err != nil {
 				resp.Topics[slots[i].t].Partitions[slots[i].p].ErrorCode = groupErrCode(err)
-				c.log.Warn().Err(err).Str("group", req.Group).Msg("offset commit failed")
+				if !isDisowned(err) {
+					c.log.Warn().Err(err).Str("group", req.Group).Msg("offset commit failed")
+				}
 				continue
 			}
 			stored++
+		}
+		if isDisowned(errs[0]) { // refused as a whole
+			g.disowned(ctx, req.Group, token)
 		}
 		if stored > 0 {
 			offsetsCommitted(req.Group, stored)

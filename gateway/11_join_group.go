@@ -5,6 +5,7 @@ package gateway
 // Routed to this gateway's coordinator when it coordinates the group (NOT_COORDINATOR otherwise); the
 // state machine, KIP-394 MEMBER_ID_REQUIRED at v4+, KIP-345 static membership and the initial
 // rebalance delay live in package coordinator. The request blocks until the join phase completes.
+// The group's offsets in Redis are claimed for this gateway first (Gateway.claimGroup).
 
 import (
 	"context"
@@ -18,5 +19,6 @@ func (c *conn) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest) (kmsg.
 		resp.ErrorCode, resp.Generation = code, -1
 		return resp, nil
 	}
+	c.g.claimAtJoin(ctx, req.Group)
 	return c.g.coord.JoinGroup(ctx, req, c.reqClientID, clientHost(c.remote)), nil
 }

@@ -17,7 +17,7 @@ func TestListGroupsStatesFilterIgnoresCase(t *testing.T) {
 	ctx, _, store := embeddedGateway(t, Config{})
 	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
 	createTopic(t, store, "lg", 1)
-	if errs := store.CommitOffsets(ctx, "lg-empty", []redisstore.OffsetCommit{{Topic: "lg", Offset: 1}}, time.Now()); errs[0] != nil {
+	if errs := store.CommitOffsets(ctx, "lg-empty", "", []redisstore.OffsetCommit{{Topic: "lg", Offset: 1}}, time.Now()); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	c := fetchConn(t, g)

@@ -4,7 +4,9 @@ package gateway
 //
 // A group with members -> NON_EMPTY_GROUP; a group neither in the coordinator nor in Redis ->
 // GROUP_ID_NOT_FOUND; otherwise its committed offsets (canonical hash, timestamp sidecar, metadata) and
-// the Redis consumer groups on its streams are deleted.
+// the Redis consumer groups on its streams are deleted. A deletion that finds the group claimed by
+// another gateway since this one checked it (redisstore/owner.go) deletes nothing and answers
+// NOT_COORDINATOR.
 
 import (
 	"context"
@@ -30,6 +32,12 @@ func (g *Gateway) deleteGroup(ctx context.Context, name string) int16 {
 		return code
 	}
 	defer g.writes.delete(name)()
+	// Claimed before the check, as a commit is (claimGroup): a deletion that reaches Redis after
+	// another gateway took the group over is refused there.
+	token, err := g.claimGroup(ctx, name)
+	if err != nil {
+		return groupErrCode(err)
+	}
 	exists, err := g.store.GroupExists(ctx, name)
 	if err != nil {
 		return groupErrCode(err)
@@ -41,7 +49,10 @@ func (g *Gateway) deleteGroup(ctx context.Context, name string) int16 {
 	case code != 0:
 		return code
 	}
-	if err := g.store.DeleteGroup(ctx, name); err != nil {
+	if err := g.store.DeleteGroup(ctx, name, token); err != nil {
+		if isDisowned(err) {
+			g.disowned(ctx, name, token)
+		}
 		return groupErrCode(err)
 	}
 	forgetGroupMetrics(name)

@@ -8,7 +8,9 @@ package gateway
 // the others are deleted, as Apache does. A partition of no known topic -> UNKNOWN_TOPIC_OR_PARTITION,
 // unless the group has an offset there (a deleted topic's, which kgate keeps), which is deleted. The
 // coordinator closing, or the group moving meanwhile -> COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR:
-// a group whose members cannot be told is not taken for one without members.
+// a group whose members cannot be told is not taken for one without members. A deletion that finds the
+// group claimed by another gateway since this one checked it (redisstore/owner.go) deletes nothing and
+// answers NOT_COORDINATOR.
 
 import (
 	"context"
@@ -34,6 +36,11 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		return resp, nil
 	}
 	defer g.writes.delete(req.Group)()
+	token, err := g.claimGroup(ctx, req.Group) // before the check, as a commit's (claimGroup)
+	if err != nil {
+		resp.ErrorCode = groupErrCode(err)
+		return resp, nil
+	}
 	info, live, code := g.describeGroup(ctx, req.Group)
 	if code != 0 {
 		resp.ErrorCode = code
@@ -77,7 +84,10 @@ func (c *conn) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) 
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if err := g.store.DeleteOffsets(ctx, req.Group, del); err != nil {
+	if err := g.store.DeleteOffsets(ctx, req.Group, token, del); err != nil {
+		if isDisowned(err) {
+			g.disowned(ctx, req.Group, token)
+		}
 		resp.ErrorCode = groupErrCode(err)
 	}
 	return resp, nil

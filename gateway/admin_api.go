@@ -661,8 +661,16 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	// holds nothing: its lookups (one a partition for a timestamp) would stall the commits of every
 	// group sharing the lock's stripe behind any deletion waiting for it.
 	unlock := func() {}
+	var token string
 	if !req.DryRun {
 		unlock = sync.OnceFunc(g.writes.commit(group))
+		// Claimed before the check of its members, as a commit's (claimGroup).
+		var err error
+		if token, err = g.claimGroup(ctx, group); err != nil {
+			unlock()
+			storeError(w, err)
+			return
+		}
 	}
 	defer unlock()
 	warning := "" // the reset is done, with this said about it
@@ -769,8 +777,12 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// An untimestamped write: the sidecar entries it overwrites are cleared.
-		for _, err := range g.store.CommitOffsets(ctx, group, commits, time.Time{}) {
+		for _, err := range g.store.CommitOffsets(ctx, group, token, commits, time.Time{}) {
 			switch {
+			case isDisowned(err):
+				g.disowned(ctx, group, token)
+				writeError(w, http.StatusServiceUnavailable, "another gateway took the group over while the offsets were reset; nothing was written: retry")
+				return
 			case errors.Is(err, redisstore.ErrNotDurable):
 				// Written on the primary: an error would have the operator send it again, and a
 				// relative reset ("shift") sent again moves the offsets twice.

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -62,7 +60,6 @@ func (g *Gateway) leaseTerm() time.Duration {
 // running peers holds off coordinating until they have all refreshed their view and handed its groups
 // back (two heartbeat intervals).
 func (g *Gateway) register(ctx context.Context) error {
-	g.instance = uuid.NewString()
 	g.started = time.Now()
 	deadline := g.started.Add(g.cfg.NodeTimeout + g.cfg.HeartbeatInterval)
 	for {
@@ -107,7 +104,9 @@ func (g *Gateway) runMembership(ctx context.Context) {
 			rctx, cancel := context.WithTimeout(ctx, g.cfg.HeartbeatInterval)
 			g.refreshMembership(rctx)
 			cancel()
-			g.coord.Unload(ctx, func(group string) bool { return !g.nodes.coordinatedElsewhere(group) })
+			keep := func(group string) bool { return !g.nodes.coordinatedElsewhere(group) }
+			g.coord.Unload(ctx, keep)
+			g.claims.prune(keep)
 			continue
 		}
 		g.deregister()

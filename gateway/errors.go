@@ -59,8 +59,11 @@ func groupErrCode(err error) int16 {
 	if err == nil {
 		return 0
 	}
-	if errors.Is(err, redisstore.ErrUnknownTopic) {
+	switch {
+	case errors.Is(err, redisstore.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, redisstore.ErrNotOwner):
+		return kerr.NotCoordinator.Code // another gateway took the group over (Gateway.disowned)
 	}
 	return kerr.CoordinatorNotAvailable.Code
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
 	"github.com/kgate/kgate/coordinator"
@@ -124,6 +125,7 @@ type Gateway struct {
 	tail       *tailCache // nil: disabled
 	coord      *coordinator.Coordinator
 	writes     *groupWrites
+	claims     groupClaims
 	nodes      *membership
 
 	ln       net.Listener
@@ -139,7 +141,7 @@ type Gateway struct {
 	bgCtx    context.Context
 	adminSrv adminServer
 
-	instance string // random per process, tells a restart from a duplicate node id
+	instance string // random per process, tells a restart from a duplicate node id; owns the groups it claims (claims)
 	started  time.Time
 	multi    atomic.Bool // more than one live gateway: publish appends for remote long-polls
 	fenced   atomic.Bool // the lease's end was logged and its groups handed over; coordinatorFor checks the lease itself
@@ -177,6 +179,7 @@ func New(cfg Config, store *redisstore.Store, log zerolog.Logger) *Gateway {
 		drained:    make(chan struct{}),
 		appends:    make(chan string, 4096),
 		unsent:     map[string]struct{}{},
+		instance:   uuid.NewString(),
 	}
 	g.bgCtx, g.stopBg = context.WithCancel(context.Background())
 	g.topics.ctx = g.bgCtx

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"hash/maphash"
 	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/redisstore"
 )
 
 // maxCommitMetadata is Apache's offset.metadata.max.bytes default, which it compares with the length
@@ -100,6 +104,137 @@ func (w *groupWrites) delete(group string) func() {
 	l.Lock()
 	return l.Unlock
 }
+
+// groupClaims are the groups whose owner record in Redis this gateway claimed (Store.ClaimGroup) and,
+// as far as it knows, still holds. A group's writes (commits, deletions, admin resets) claim it first
+// unless it is listed here, before they are checked against the coordinator's view: a write this
+// gateway validated is then refused in Redis (ErrNotOwner) once another gateway claimed the group
+// after it (redisstore/owner.go). A claim is forgotten when the group leaves this gateway (the
+// membership loop's unload), when a write finds it lost (disowned) and after claimIdle unused; a group
+// claimed by another gateway while this one still remembers its own claim costs one refused write.
+//
+// Each claim has a token of its own (the gateway's instance id and a sequence number), sent to Redis
+// once: a write validated under a claim that was lost is refused even after this gateway claimed the
+// group again, and a claim's SET held up on its way and landing late names a token no write uses.
+type groupClaims struct {
+	m   sync.Map // group -> *groupClaim
+	n   atomic.Int64
+	seq atomic.Uint64
+}
+
+// groupClaim is one claim of a group: done is closed once its SET answered, with err; used is when a
+// write last took it (unix ns).
+type groupClaim struct {
+	token string
+	done  chan struct{}
+	err   error
+	used  atomic.Int64
+}
+
+// maxClaims bounds the claims remembered. Past it (that many groups written through this gateway
+// within claimIdle), the other groups' offsets are written unconditionally, as before owner records:
+// claiming them at each write instead would have two commits of one group refuse each other's claim.
+// claimIdle is how long an unused claim is kept: a write under a claim forgotten so is refused only if
+// another claim came since, as any write is.
+const (
+	maxClaims = 100_000
+	claimIdle = time.Hour
+)
+
+// forget drops group's claim if it is still the one of token ("": whichever). It reports false when
+// group has a claim of another token: a newer one, made after the claim of token was forgotten.
+func (c *groupClaims) forget(group, token string) bool {
+	v, ok := c.m.Load(group)
+	if !ok {
+		return true
+	}
+	if token != "" && v.(*groupClaim).token != token {
+		return false
+	}
+	if c.m.CompareAndDelete(group, v) {
+		c.n.Add(-1)
+	}
+	return true
+}
+
+// prune forgets the claims keep rejects and those unused for claimIdle.
+func (c *groupClaims) prune(keep func(group string) bool) {
+	idle := time.Now().Add(-claimIdle).UnixNano()
+	c.m.Range(func(k, v any) bool {
+		if cl := v.(*groupClaim); !keep(k.(string)) || cl.used.Load() < idle {
+			c.forget(k.(string), cl.token)
+		}
+		return true
+	})
+}
+
+// claimGroup returns the token of this gateway's claim on group's offsets in Redis, claiming it first
+// unless it holds one (claims). Callers claim before they check a write against the coordinator's
+// view of the group, hold the group's writes (groupWrites) across both, and write with the token ("":
+// unconditionally, past maxClaims).
+func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) {
+	c := &g.claims
+	if v, ok := c.m.Load(group); ok {
+		return awaitClaim(ctx, v.(*groupClaim))
+	}
+	if c.n.Load() >= maxClaims {
+		return "", nil
+	}
+	fresh := &groupClaim{token: g.instance + "/" + strconv.FormatUint(c.seq.Add(1), 10), done: make(chan struct{})}
+	fresh.used.Store(time.Now().UnixNano())
+	if v, loaded := c.m.LoadOrStore(group, fresh); loaded {
+		return awaitClaim(ctx, v.(*groupClaim))
+	}
+	c.n.Add(1)
+	fresh.err = g.store.ClaimGroup(ctx, group, fresh.token)
+	close(fresh.done)
+	if fresh.err != nil {
+		c.forget(group, fresh.token) // its SET may still land: the token is not used again
+	}
+	return fresh.token, fresh.err
+}
+
+// claimAtJoin claims group as a member joins it here (JoinGroup), not only at its first write: a
+// commit validated by the gateway that had the group before, landing after these members read their
+// offsets, is refused then too. Best effort, and never waiting on a claim made or under way: joins need
+// no Redis otherwise, and the first write claims anyway.
+func (g *Gateway) claimAtJoin(ctx context.Context, group string) {
+	if _, ok := g.claims.m.Load(group); ok {
+		return
+	}
+	if _, err := g.claimGroup(ctx, group); err != nil {
+		g.log.Debug().Err(err).Str("group", group).Msg("could not claim the group's offsets at a join")
+	}
+}
+
+// awaitClaim waits for the claim cl, made by another request if still under way, and returns its
+// outcome.
+func awaitClaim(ctx context.Context, cl *groupClaim) (string, error) {
+	select {
+	case <-cl.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	cl.used.Store(time.Now().UnixNano())
+	return cl.token, cl.err
+}
+
+// disowned handles a write of group's offsets under the claim of token that Redis refused because
+// another gateway claimed the group since (ErrNotOwner): that gateway coordinates it now, or did after
+// this one's claim, so this one's view of the group (members, generation) is stale. The group is
+// dropped from memory, as when the membership loop finds it moved, and the claim forgotten: the next
+// request for it here, if this gateway coordinates it again, starts it afresh and claims it anew. A
+// write of a claim forgotten already (another write refused first) leaves the group as it is now.
+func (g *Gateway) disowned(ctx context.Context, group, token string) {
+	if !g.claims.forget(group, token) {
+		return // claimed anew since, and the group started afresh then
+	}
+	g.log.Warn().Str("group", group).Msg("group's offsets claimed by another gateway: write refused, group unloaded")
+	g.coord.Unload(ctx, func(name string) bool { return name != group })
+}
+
+// isDisowned reports whether err is a write refused for another gateway's claim (disowned).
+func isDisowned(err error) bool { return errors.Is(err, redisstore.ErrNotOwner) }
 
 // clientHost is the host part of a remote address, as Kafka reports it ("/127.0.0.1").
 func clientHost(remote string) string {

@@ -22,7 +22,7 @@ func TestMetricsWithNonUTF8Group(t *testing.T) {
 	g, _ := serveOn(t, store, Config{LagMetrics: true, LagMaxSeries: 10})
 	createTopic(t, store, "t", 1)
 	for _, group := range []string{"bad\xffgroup", "good-group"} {
-		if errs := store.CommitOffsets(ctx, group, []redisstore.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
+		if errs := store.CommitOffsets(ctx, group, "", []redisstore.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
 			t.Fatal(errs[0])
 		}
 		offsetsCommitted(group, 1) // as OffsetCommit counts it: must not panic
@@ -49,7 +49,7 @@ func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
 	}
 	created(2)
 	commits := []redisstore.OffsetCommit{{Topic: "gone", Partition: 0, Offset: 5000}, {Topic: "gone", Partition: 1, Offset: 7}}
-	if errs := store.CommitOffsets(ctx, "grp", commits, time.Now()); errs[0] != nil || errs[1] != nil {
+	if errs := store.CommitOffsets(ctx, "grp", "", commits, time.Now()); errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)
 	}
 	if err := g.deleteTopic(ctx, "gone", [16]byte{}); err != nil {
@@ -58,7 +58,7 @@ func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
 	if offs, err := g.groupOffsets(ctx, "grp", ""); err != nil || len(offs) != 0 {
 		t.Fatalf("offsets after the topic's deletion: %v, %+v; want none", err, offs)
 	}
-	if errs := store.CommitOffsets(ctx, "grp", commits, time.Now()); errs[0] != nil || errs[1] != nil {
+	if errs := store.CommitOffsets(ctx, "grp", "", commits, time.Now()); errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)
 	}
 	offs, err := g.groupOffsets(ctx, "grp", "")
@@ -97,7 +97,7 @@ func TestMetricsForgetDeletedTopicsAndGroups(t *testing.T) {
 	// The group has an offset on another topic too, so it outlives the topic's deletion (which drops
 	// the group's offsets on it).
 	commits := []redisstore.OffsetCommit{{Topic: "fleeting", Partition: 0, Offset: 0}, {Topic: "lasting", Partition: 0, Offset: 0}}
-	if errs := store.CommitOffsets(ctx, "fleeting-group", commits, time.Now()); errs[0] != nil || errs[1] != nil {
+	if errs := store.CommitOffsets(ctx, "fleeting-group", "", commits, time.Now()); errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)
 	}
 	recordsProduced("fleeting", 1)
@@ -137,7 +137,7 @@ func TestLagMetricsNotHeldUpByOneGroup(t *testing.T) {
 	createTopic(t, store, "t", 1)
 	groups := []string{"lag-a", "lag-b", "lag-c", "lag-d", "lag-e", "lag-f"}
 	for _, group := range groups {
-		if errs := store.CommitOffsets(ctx, group, []redisstore.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
+		if errs := store.CommitOffsets(ctx, group, "", []redisstore.OffsetCommit{{Topic: "t", Partition: 0, Offset: 0}}, time.Now()); errs[0] != nil {
 			t.Fatal(errs[0])
 		}
 	}

@@ -670,7 +670,7 @@ func TestGroupCommitRedisState(t *testing.T) {
 		}
 
 		// An untimestamped write through the store (an admin reset) clears the field's sidecar entry.
-		for _, err := range g.Store.CommitOffsets(ctx, group, []redisstore.OffsetCommit{{Topic: topic, Partition: 1, Offset: 6}}, time.Time{}) {
+		for _, err := range g.Store.CommitOffsets(ctx, group, "", []redisstore.OffsetCommit{{Topic: topic, Partition: 1, Offset: 6}}, time.Time{}) {
 			if err != nil {
 				t.Fatalf("untimestamped store commit: %v", err)
 			}

@@ -29,6 +29,8 @@
 //	<ns>:offsets:{<tag>}:<group>       hash   stream key -> committed offset (bare decimal)
 //	<ns>:offsets-ts:{<tag>}:<group>    hash   stream key -> "<offset>|<commit epoch ms>" (sidecar)
 //	<ns>:offsets-md:{<tag>}:<group>    hash   stream key -> commit metadata
+//	<ns>:owner:{<tag>}:<group>         string the claim of the gateway whose writes of the group's
+//	                                          offsets are stored (owner.go); expires a day after it
 //	<ns>:groups                        set    group IDs with committed offsets
 //	<ns>:gateways                      hash   node id -> gateway registration JSON
 //	<ns>:appends                       pub/sub "partition grew" notices that wake other gateways' fetches
@@ -44,7 +46,8 @@
 // # Committed offsets
 //
 // A commit of offset N for (group, partition) writes the canonical hash (N), the timestamp sidecar
-// ("N|ms") and the metadata hash in one MULTI on the group's slot, and moves the Redis consumer group
+// ("N|ms") and the metadata hash in one script on the group's slot, which stores nothing unless the
+// group's owner record names the writer's claim (owner.go), and moves the Redis consumer group
 // named after the Kafka group on the partition's stream to last-delivered-id 0-N with entries-read N,
 // acknowledging every pending entry below N, so XINFO GROUPS and XPENDING agree with Kafka's view.
 // The sidecar is advisory: it is never required to read or write the canonical offset.
@@ -66,4 +69,5 @@
 //   - Replicas and AOF: with WaitReplicas every append reports ErrNotDurable (WAIT answers 0); with
 //     WaitAOF every append reports it too (no WAITAOF).
 //   - Persistence: the data lives as long as the Store.
+//   - Expiry: keys with a time to live (the groups' owner records) do not expire.
 package redisstore

@@ -188,7 +188,7 @@ func TestDurableCommitStandalone(t *testing.T) {
 	onReplica := openStore(t, Options{Addrs: []string{replica.Addr}, Namespace: ns})
 	mustCreateTopic(t, s, "durcommit", 2)
 	commits := []OffsetCommit{{Topic: "durcommit", Partition: 0, Offset: 5}, {Topic: "durcommit", Partition: 1, Offset: 7}}
-	for i, err := range s.CommitOffsets(ctx, "g", commits, time.Now()) {
+	for i, err := range s.CommitOffsets(ctx, "g", "", commits, time.Now()) {
 		if err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}
@@ -203,14 +203,14 @@ func TestDurableCommitStandalone(t *testing.T) {
 	}
 	defer replica.Resume()
 	stalled := openStore(t, Options{Addrs: []string{master.Addr}, Namespace: ns, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
-	for i, err := range stalled.CommitOffsets(ctx, "g", []OffsetCommit{{Topic: "durcommit", Partition: 0, Offset: 9}}, time.Now()) {
+	for i, err := range stalled.CommitOffsets(ctx, "g", "", []OffsetCommit{{Topic: "durcommit", Partition: 0, Offset: 9}}, time.Now()) {
 		if !errors.Is(err, ErrNotDurable) {
 			t.Fatalf("commit %d with the replica stalled: %v, want ErrNotDurable", i, err)
 		}
 	}
 	// A group's first commit, stored but not confirmed, is listed all the same (ListGroups, and the
 	// deletion of a topic's offsets, find groups through the index).
-	for i, err := range stalled.CommitOffsets(ctx, "new-group", []OffsetCommit{{Topic: "durcommit", Partition: 1, Offset: 2}}, time.Now()) {
+	for i, err := range stalled.CommitOffsets(ctx, "new-group", "", []OffsetCommit{{Topic: "durcommit", Partition: 1, Offset: 2}}, time.Now()) {
 		if !errors.Is(err, ErrNotDurable) {
 			t.Fatalf("new group's commit %d with the replica stalled: %v, want ErrNotDurable", i, err)
 		}
@@ -237,7 +237,7 @@ func TestDurableCommitCluster(t *testing.T) {
 	s.opts.WaitReplicas = 1
 	s.opts.WaitTimeout = 30 * time.Millisecond
 	mustCreateTopic(t, s, "durcc", 1)
-	for i, err := range s.CommitOffsets(t.Context(), "g", []OffsetCommit{{Topic: "durcc", Partition: 0, Offset: 3}}, time.Now()) {
+	for i, err := range s.CommitOffsets(t.Context(), "g", "", []OffsetCommit{{Topic: "durcc", Partition: 0, Offset: 3}}, time.Now()) {
 		if !errors.Is(err, ErrNotDurable) {
 			t.Fatalf("commit %d: %v, want ErrNotDurable", i, err)
 		}
@@ -252,7 +252,7 @@ func TestDurableCommitAfterSlotMoved(t *testing.T) {
 	ctx := t.Context()
 	mustCreateTopic(t, s, "durmoved", 1)
 	commit := func(offset int64) error {
-		return s.CommitOffsets(ctx, "moving-group", []OffsetCommit{{Topic: "durmoved", Partition: 0, Offset: offset}}, time.Now())[0]
+		return s.CommitOffsets(ctx, "moving-group", "", []OffsetCommit{{Topic: "durmoved", Partition: 0, Offset: offset}}, time.Now())[0]
 	}
 	// No replicas in the test cluster: a commit that reached its master reports ErrNotDurable.
 	if err := commit(1); !errors.Is(err, ErrNotDurable) {
@@ -296,7 +296,7 @@ func TestDurableAOF(t *testing.T) {
 	if res := mustAppend(t, s, b); res.BaseOffset != 0 {
 		t.Fatalf("confirmed append at %d, want 0", res.BaseOffset)
 	}
-	for i, err := range s.CommitOffsets(ctx, "aofgroup", []OffsetCommit{{Topic: "aof", Partition: 0, Offset: 3}}, time.Now()) {
+	for i, err := range s.CommitOffsets(ctx, "aofgroup", "", []OffsetCommit{{Topic: "aof", Partition: 0, Offset: 3}}, time.Now()) {
 		if err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}
@@ -315,7 +315,7 @@ func TestDurableAOF(t *testing.T) {
 	if res := mustAppend(t, s, retry); !res.Duplicate || res.BaseOffset != 3 {
 		t.Fatalf("the producer's retry: %+v, want a duplicate at 3", res)
 	}
-	for i, err := range s.CommitOffsets(ctx, "aofgroup", []OffsetCommit{{Topic: "aof", Partition: 0, Offset: 5}}, time.Now()) {
+	for i, err := range s.CommitOffsets(ctx, "aofgroup", "", []OffsetCommit{{Topic: "aof", Partition: 0, Offset: 5}}, time.Now()) {
 		if !errors.Is(err, ErrNotDurable) {
 			t.Fatalf("commit %d with the AOF off: %v, want ErrNotDurable", i, err)
 		}

@@ -26,6 +26,9 @@ var (
 	// ErrNotDurable: the configured replicas or AOF fsync did not confirm a write in time. The write
 	// itself happened (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 	ErrNotDurable = errors.New("redisstore: write not confirmed by replicas in time")
+	// ErrNotOwner: a write of a group's offsets refused because another gateway claimed the group
+	// (ClaimGroup) since the writer did. Nothing of it was written.
+	ErrNotOwner = errors.New("redisstore: group claimed by another gateway")
 )
 
 // CollisionError is ErrTopicCollides naming the registered topic, Other, that Topic differs from only
@@ -48,7 +51,7 @@ var ErrOffsetsStored = errors.New("redisstore: offsets stored, then")
 // sentinels are the errors above: outcomes callers map to Kafka codes, never Redis failures.
 var sentinels = []error{ErrUnknownTopic, ErrTopicExists, ErrTopicCollides, ErrUnknownPartition, ErrInvalidPartitions,
 	ErrOffsetOutOfRange, ErrOutOfOrderSequence, ErrInvalidEpoch, ErrUnknownProducer, ErrNodeIDInUse,
-	ErrNotDurable, ErrStreamConflict, ErrTooManyHeaders}
+	ErrNotDurable, ErrNotOwner, ErrStreamConflict, ErrTooManyHeaders}
 
 // IsUnavailable reports whether err is a Redis-side failure (network, timeout, cluster redirection,
 // loading, read-only replica) that a client should retry.

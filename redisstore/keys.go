@@ -53,6 +53,9 @@ func (k keys) offsetsTS(group string) string {
 func (k keys) offsetsMD(group string) string {
 	return k.ns + ":offsets-md:{" + GroupTag(group) + "}:" + group
 }
+func (k keys) owner(group string) string {
+	return k.ns + ":owner:{" + GroupTag(group) + "}:" + group
+}
 
 // parseStreamKey inverts stream(): it returns the topic and partition a stream key names.
 func (k keys) parseStreamKey(key string) (string, int32, bool) {

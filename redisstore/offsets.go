@@ -34,11 +34,14 @@ type Committed struct {
 }
 
 // CommitOffsets stores commits of group atomically per group (canonical hash, timestamp sidecar and
-// metadata in one MULTI on the group's slot) and moves the group's Redis consumer group on each stream.
-// now stamps the sidecar; a zero now writes no timestamp and clears the sidecar entries instead (an
-// untimestamped write such as an admin reset). The returned slice holds one error per commit; the
-// sidecar is advisory, so a failed sidecar write (say, its key holds another type) fails no commit.
-func (s *Store) CommitOffsets(ctx context.Context, group string, commits []OffsetCommit, now time.Time) []error {
+// metadata in one script on the group's slot) and moves the group's Redis consumer group on each
+// stream. The script writes only while the group's owner record names owner (or the group has none:
+// see owner.go); otherwise every commit fails with ErrNotOwner and nothing is written. An empty owner
+// writes unconditionally. now stamps the sidecar; a zero now writes no timestamp and clears the
+// sidecar entries instead (an untimestamped write such as an admin reset). The returned slice holds
+// one error per commit; the sidecar is advisory, so a failed sidecar write (say, its key holds another
+// type) fails no commit.
+func (s *Store) CommitOffsets(ctx context.Context, group, owner string, commits []OffsetCommit, now time.Time) []error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	errs := make([]error, len(commits))
@@ -58,18 +61,13 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		}
 		_ = s.groupIndexed(group, nil)
 	}
-	offKey, tsKey, mdKey := s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group)
-	canon := make([]*redis.IntCmd, len(commits))
-	mds := make([]*redis.IntCmd, len(commits))
 	// With WaitReplicas or WaitAOF a commit, like an append, is confirmed by WAIT / WAITAOF on the
 	// connection that wrote it (Apache acknowledges a commit once the offsets topic's in-sync replicas
 	// have it): a failover right after would otherwise lose commits the group was told were stored.
-	var tx interface {
-		TxPipelined(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)
-	} = s.rdb
+	var on redis.Scripter = s.rdb
 	var conn *redis.Conn
 	if s.opts.WaitReplicas > 0 || s.opts.WaitAOF {
-		node, err := s.masterFor(ctx, offKey)
+		node, err := s.masterFor(ctx, s.keys.offsets(group))
 		if err != nil {
 			for i := range errs {
 				errs[i] = err
@@ -78,50 +76,18 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 		}
 		conn = node.Conn()
 		defer conn.Close()
-		tx = conn
+		on = conn
 	}
-	// A command that fails inside EXEC (a sidecar key of the wrong type) fails only itself, so the
-	// outcome is read per command below; a failed EXEC marks every command failed.
-	txCmds, txErr := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for i, c := range commits {
-			field := s.keys.stream(c.Topic, c.Partition)
-			canon[i] = p.HSet(ctx, offKey, field, strconv.FormatInt(c.Offset, 10))
-			if now.IsZero() {
-				p.HDel(ctx, tsKey, field)
-			} else {
-				p.HSet(ctx, tsKey, field, strconv.FormatInt(c.Offset, 10)+"|"+strconv.FormatInt(now.UnixMilli(), 10))
-			}
-			if c.Metadata == "" {
-				mds[i] = p.HDel(ctx, mdKey, field)
-			} else {
-				mds[i] = p.HSet(ctx, mdKey, field, c.Metadata)
-			}
-		}
-		return nil
-	})
-	// The sidecar is advisory: its failure never fails the commit. The canonical offset and the
-	// metadata decide.
-	cmdFailed := false
-	for _, c := range txCmds {
-		cmdFailed = cmdFailed || c.Err() != nil
-	}
-	stored := 0
-	for i := range commits {
-		if errs[i] = canon[i].Err(); errs[i] == nil {
-			errs[i] = mds[i].Err()
-		}
-		if txErr != nil && !cmdFailed {
-			errs[i] = txErr // failed without blaming a command: nothing is known to be stored
-		}
-		if errs[i] == nil {
-			stored++
-		}
-	}
-	if stored == 0 {
-		if conn != nil && (redis.HasErrorPrefix(txErr, "MOVED") || redis.HasErrorPrefix(errs[0], "MOVED")) {
+	// One script, in place of the MULTI of three hash writes per partition it replaces: the same round
+	// trip, with the owner check in the same step.
+	if err := ownerError(commitOffsetsScript.Run(ctx, on, s.ownedKeys(group), s.commitArgs(owner, commits, now)...).Err()); err != nil {
+		if conn != nil && redis.HasErrorPrefix(err, "MOVED") {
 			// The node client does not redirect: the group's slot moved, and the next commit should
 			// find its new master without waiting for the periodic reload of the slot map.
 			s.RefreshTopology(ctx)
+		}
+		for i := range errs {
+			errs[i] = err
 		}
 		return errs
 	}
@@ -141,16 +107,14 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	}
 	cmds := make([]*redis.Cmd, len(commits))
 	for i, c := range commits {
-		if errs[i] == nil {
-			cmds[i] = commitStreamScript.EvalSha(ctx, pipe, s.commitStreamKeys(c), group, c.Offset)
-		}
+		cmds[i] = commitStreamScript.EvalSha(ctx, pipe, s.commitStreamKeys(c), group, c.Offset)
 	}
 	_, _ = pipe.Exec(ctx)
 	// A master without the script (restarted, failed over, flushed) answers NOSCRIPT to each: they are
 	// sent again with the script's text, in one more round trip, not one per partition.
 	var again redis.Pipeliner
 	for i, c := range commits {
-		if cmds[i] != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			if again == nil {
 				again = s.rdb.Pipeline()
 			}
@@ -166,7 +130,6 @@ func (s *Store) CommitOffsets(ctx context.Context, group string, commits []Offse
 	}
 	for i := range commits {
 		switch {
-		case cmds[i] == nil:
 		case indexErr != nil && notDurable != nil:
 			errs[i] = fmt.Errorf("%w: %w (and %w)", ErrOffsetsStored, indexErr, notDurable)
 		case indexErr != nil:
@@ -285,31 +248,31 @@ func parseSidecar(raw string) (offset, ms int64) {
 	return off, ts
 }
 
-// DeleteOffsets removes the committed offsets (canonical, sidecar, metadata) of the given partitions.
-func (s *Store) DeleteOffsets(ctx context.Context, group string, parts []OffsetCommit) error {
+// DeleteOffsets removes the committed offsets (canonical, sidecar, metadata) of the given partitions,
+// if the group's owner record names owner (see CommitOffsets); otherwise it returns ErrNotOwner.
+func (s *Store) DeleteOffsets(ctx context.Context, group, owner string, parts []OffsetCommit) error {
 	if len(parts) == 0 {
 		return nil
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	fields := make([]string, len(parts))
+	args := make([]any, 0, 1+len(parts))
+	args = append(args, owner)
 	for i, p := range parts {
 		fields[i] = s.keys.stream(p.Topic, p.Partition)
+		args = append(args, fields[i])
 	}
 	// The Redis consumer group mirrors the committed offset; with no offset it must not claim one. It
 	// goes first, so a failure leaves the offsets for a retry to find, and again after, as a commit
-	// through another gateway (a coordinator move) may have made it again meanwhile.
+	// through another gateway (a coordinator move) may have made it again meanwhile. A deletion refused
+	// (ErrNotOwner) has destroyed the Redis consumer groups all the same: the owner's next commit of
+	// each partition makes its group again.
 	if err := s.destroyRedisGroups(ctx, group, fields); err != nil {
 		return err
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HDel(ctx, s.keys.offsets(group), fields...)
-		p.HDel(ctx, s.keys.offsetsTS(group), fields...)
-		p.HDel(ctx, s.keys.offsetsMD(group), fields...)
-		return nil
-	})
-	if err != nil {
-		return err
+	if err := deleteOffsetsScript.Run(ctx, s.rdb, s.ownedKeys(group), args...).Err(); err != nil {
+		return ownerError(err)
 	}
 	_ = s.destroyRedisGroups(ctx, group, fields)
 	return nil
@@ -336,14 +299,17 @@ func (s *Store) destroyRedisGroups(ctx context.Context, group string, streams []
 	return nil
 }
 
-// DeleteGroup removes every committed offset of group and its Redis consumer groups.
+// DeleteGroup removes every committed offset of group and its Redis consumer groups, if the group's
+// owner record names owner (see CommitOffsets); otherwise it returns ErrNotOwner. The owner record
+// stays (until it expires, owner.go), so that a commit from a gateway that owned the group before,
+// delayed on its way, is refused rather than bringing offsets back.
 //
 // The Redis consumer groups of the partitions the offsets name go first, so a failure leaves the
-// offsets for a retry to find; then the offsets, read and deleted in one transaction; then the Redis
+// offsets for a retry to find; then the offsets, read and deleted in one script; then the Redis
 // consumer groups of what that read, again: a commit from another gateway (a coordinator move) may have
-// made one again meanwhile. A commit between the transaction and the end keeps its offsets and the
-// group stays listed.
-func (s *Store) DeleteGroup(ctx context.Context, group string) error {
+// made one again meanwhile. A commit between the script and the end keeps its offsets and the group
+// stays listed.
+func (s *Store) DeleteGroup(ctx context.Context, group, owner string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	before, err := s.rdb.HKeys(ctx, s.keys.offsets(group)).Result()
@@ -353,15 +319,11 @@ func (s *Store) DeleteGroup(ctx context.Context, group string) error {
 	if err := s.destroyRedisGroups(ctx, group, s.streamFields(before)); err != nil {
 		return err
 	}
-	var fields *redis.StringSliceCmd
-	if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HKeys(ctx, s.keys.offsets(group))
-		p.Del(ctx, s.keys.offsets(group), s.keys.offsetsTS(group), s.keys.offsetsMD(group))
-		return nil
-	}); err != nil {
-		return err
+	fields, err := deleteGroupScript.Run(ctx, s.rdb, s.ownedKeys(group), owner).StringSlice()
+	if err != nil {
+		return ownerError(err)
 	}
-	_ = s.destroyRedisGroups(ctx, group, s.streamFields(fields.Val()))
+	_ = s.destroyRedisGroups(ctx, group, s.streamFields(fields))
 	s.forgetIndexed(group)
 	if err := s.rdb.SRem(ctx, s.keys.groups(), group).Err(); err != nil {
 		return err

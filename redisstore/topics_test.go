@@ -159,7 +159,7 @@ func TestDeleteTopic(t *testing.T) {
 		}
 		commits := []OffsetCommit{{Topic: "doomed", Partition: 0, Offset: 3, Metadata: "m"}, {Topic: "doomed", Partition: 1, Offset: 2}, {Topic: "kept", Partition: 0, Offset: 1}}
 		for _, group := range []string{"g1", "g2"} {
-			for _, err := range s.CommitOffsets(ctx, group, commits, time.Now()) {
+			for _, err := range s.CommitOffsets(ctx, group, "", commits, time.Now()) {
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -18,7 +18,7 @@ const commitTopic = "commits"
 
 func (b *bench) commitsPhase(ctx context.Context) error {
 	workers := b.o.commitWorkers
-	b.rep.meta("commits", fmt.Sprintf("%d committers for %v on each side in %d alternating rounds, each committer its own connection and group, one partition per OffsetCommit, simple commits (generation -1, no member) on an empty group; baseline: the same number of goroutines calling redisstore.CommitOffsets (MULTI of 3 HSETs + the commit stream script)",
+	b.rep.meta("commits", fmt.Sprintf("%d committers for %v on each side in %d alternating rounds, each committer its own connection and group, one partition per OffsetCommit, simple commits (generation -1, no member) on an empty group; baseline: the same number of goroutines calling redisstore.CommitOffsets (the offsets script, 3 hash writes checked against the group's owner record, + the commit stream script)",
 		workers, b.o.commitDuration, b.o.rounds))
 	if err := b.createTopic(ctx, commitTopic, workers); err != nil {
 		return err
@@ -140,7 +140,7 @@ func (b *bench) commitsBaseline(ctx context.Context, workers int, window time.Du
 	offsets := make([]int64, workers)
 	commit := func(w int) error {
 		offsets[w]++
-		errs := b.base.CommitOffsets(ctx, fmt.Sprintf("bench-commit-%d", w),
+		errs := b.base.CommitOffsets(ctx, fmt.Sprintf("bench-commit-%d", w), "",
 			[]redisstore.OffsetCommit{{Topic: commitTopic, Partition: int32(w), Offset: offsets[w]}}, time.Now())
 		return errs[0]
 	}

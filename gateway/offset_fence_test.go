@@ -1,0 +1,312 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/redisstore"
+)
+
+// holdWrites is a go-redis hook that, once armed, holds the first write (HSET, or a script) naming
+// key, with the rest of its pipeline, until released: a write on its way to Redis, delayed (a stalled
+// connection, an asymmetric network partition).
+type holdWrites struct {
+	key      string
+	mu       sync.Mutex
+	armed    bool
+	held     chan struct{} // closed when a command is held
+	released chan struct{} // closed by release
+}
+
+func newHoldWrites(key string) *holdWrites {
+	return &holdWrites{key: key, held: make(chan struct{}), released: make(chan struct{})}
+}
+
+func (h *holdWrites) arm() {
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+}
+
+func (h *holdWrites) release() { close(h.released) }
+
+// hold holds the caller when armed and cmds name the key (once).
+func (h *holdWrites) hold(ctx context.Context, cmds ...redis.Cmder) {
+	h.mu.Lock()
+	hit := false
+	for _, c := range cmds {
+		switch c.Name() {
+		case "hset", "evalsha", "eval":
+		default:
+			continue
+		}
+		for _, a := range c.Args() {
+			if fmt.Sprint(a) == h.key {
+				hit = true
+			}
+		}
+	}
+	hit = hit && h.armed
+	if hit {
+		h.armed = false
+		close(h.held)
+	}
+	h.mu.Unlock()
+	if hit {
+		select {
+		case <-h.released:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (h *holdWrites) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdWrites) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold(ctx, cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *holdWrites) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(ctx, cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// joinAndSync makes a new consumer the only member of group on c (joined and assigned) and returns
+// its member id and generation.
+func joinAndSync(t *testing.T, ctx context.Context, c *conn, group string) (string, int32) {
+	t.Helper()
+	jr := joinMember(t, ctx, c, 5, group)
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version, req.Group, req.Generation, req.MemberID = 5, group, jr.Generation, jr.MemberID
+	consumer, rangeName := "consumer", "range"
+	req.ProtocolType, req.Protocol = &consumer, &rangeName
+	a := kmsg.NewSyncGroupRequestGroupAssignment()
+	a.MemberID = jr.MemberID
+	req.GroupAssignment = append(req.GroupAssignment, a)
+	r, err := c.syncGroup(ctx, req)
+	if err != nil || r.(*kmsg.SyncGroupResponse).ErrorCode != 0 {
+		t.Fatalf("sync: %v %+v", err, r)
+	}
+	return jr.MemberID, jr.Generation
+}
+
+// committedOffset is group's committed offset of topic's partition 0 as an OffsetFetch on c answers it.
+func committedOffset(t *testing.T, ctx context.Context, c *conn, group, topic string) int64 {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version, req.Group = 7, group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	req.Topics = append(req.Topics, rt)
+	r, err := c.offsetFetch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := r.(*kmsg.OffsetFetchResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("offset fetch: %+v", resp)
+	}
+	return resp.Topics[0].Partitions[0].Offset
+}
+
+// commitCode is the error code of an OffsetCommit of offset on topic's partition 0 by member of
+// generation gen, through c.
+func commitCode(t *testing.T, ctx context.Context, c *conn, group string, gen int32, member, topic string, offset int64) int16 {
+	t.Helper()
+	r, err := c.offsetCommit(ctx, commitRequest(group, gen, member, topic, offset, 0))
+	if err != nil {
+		t.Error(err)
+		return -1
+	}
+	return r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+}
+
+// TestStaleCommitFencedAfterTakeover: a commit that gateway A validated while it coordinated the group,
+// but whose Redis write was held up until gateway B had taken the group over (a scale-out here) and B's
+// member had committed a newer offset, is refused in Redis: the newer offset stays and A answers
+// NOT_COORDINATOR. Before, nothing ordered the two gateways' writes, and A's older offset overwrote B's.
+func TestStaleCommitFencedAfterTakeover(t *testing.T) {
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A's commit is held longer than a command timeout would allow by default.
+	storeA := openStoreAt(t, srv.Addr, redisstore.Options{CommandTimeout: 30 * time.Second})
+	storeB := openStoreAt(t, srv.Addr, redisstore.Options{})
+	cfg := func(id int32) Config {
+		return Config{NodeID: id, HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: time.Second,
+			Groups: coordinator.Config{InitialRebalanceDelay: -1}}
+	}
+	const topic = "fenced"
+	createTopic(t, storeA, topic, 1)
+	group := groupOn([]int32{1, 2}, 1) // on B once B runs; on A while A is alone
+
+	a, _ := serveOn(t, storeA, cfg(1))
+	waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
+	ca := fetchConn(t, a)
+	memberA, genA := joinAndSync(t, ctx, ca, group)
+	if code := commitCode(t, ctx, ca, group, genA, memberA, topic, 3); code != 0 {
+		t.Fatalf("commit of 3 through A: error %d", code)
+	}
+
+	// A's next commit passes its validation and is held on its way to Redis.
+	offsetsKey, _, _ := storeA.OffsetKeys(group)
+	hold := newHoldWrites(offsetsKey)
+	storeA.Client().AddHook(hold)
+	hold.arm()
+	staleCode := make(chan int16, 1)
+	go func() { staleCode <- commitCode(t, ctx, ca, group, genA, memberA, topic, 5) }()
+	select {
+	case <-hold.held:
+	case <-ctx.Done():
+		t.Fatal("A's commit never reached Redis")
+	}
+
+	// B joins; the group moves to it; a member joins through B and commits 10.
+	b, _ := serveOn(t, storeB, cfg(2))
+	waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
+	cb := fetchConn(t, b)
+	memberB, genB := joinAndSync(t, ctx, cb, group)
+	if code := commitCode(t, ctx, cb, group, genB, memberB, topic, 10); code != 0 {
+		t.Fatalf("commit of 10 through B: error %d", code)
+	}
+
+	// A's held commit of 5 lands now.
+	hold.release()
+	if code := <-staleCode; code != kerr.NotCoordinator.Code {
+		t.Errorf("A's commit held past the takeover: error %d, want NOT_COORDINATOR (%d)", code, kerr.NotCoordinator.Code)
+	}
+	if got := committedOffset(t, ctx, cb, group, topic); got != 10 {
+		t.Fatalf("committed offset after A's held commit landed: %d, want 10 (B's member's)", got)
+	}
+}
+
+// TestRefusedWriteUnloadsAndReclaims: a write of a group's offsets that Redis refuses because another
+// gateway claimed the group since (here that claim is made on Redis directly) stores nothing and
+// answers NOT_COORDINATOR, and the group leaves this gateway's memory; the next request claims the
+// group again, so a gateway that got a group back before it unloaded it is not refused for ever. The
+// same for a commit, a group's deletion and an admin reset.
+func TestRefusedWriteUnloadsAndReclaims(t *testing.T) {
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store := openStoreAt(t, srv.Addr, redisstore.Options{})
+	other := openStoreAt(t, srv.Addr, redisstore.Options{}) // the gateway taking the groups over
+	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
+	const topic = "reclaimed"
+	createTopic(t, store, topic, 1)
+	c := fetchConn(t, g)
+	takenOver := func(group string) {
+		t.Helper()
+		if err := other.ClaimGroup(ctx, group, "another-gateway/1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A member's commit.
+	member, gen := joinAndSync(t, ctx, c, "members")
+	if code := commitCode(t, ctx, c, "members", gen, member, topic, 3); code != 0 {
+		t.Fatalf("commit of 3: error %d", code)
+	}
+	takenOver("members")
+	if code := commitCode(t, ctx, c, "members", gen, member, topic, 4); code != kerr.NotCoordinator.Code {
+		t.Fatalf("commit after another gateway claimed the group: error %d, want NOT_COORDINATOR", code)
+	}
+	if got := committedOffset(t, ctx, c, "members", topic); got != 3 {
+		t.Fatalf("committed after the refused commit: %d, want 3", got)
+	}
+	if _, err := g.coord.Lookup(ctx, "members"); err == nil {
+		t.Fatal("the group is still in memory after its commit was refused")
+	}
+	// Unknown here now, the member rejoins, and its commits are stored again.
+	if code := commitCode(t, ctx, c, "members", gen, member, topic, 4); code != kerr.IllegalGeneration.Code {
+		t.Fatalf("commit of the unloaded group's member: error %d, want ILLEGAL_GENERATION", code)
+	}
+	member, gen = joinAndSync(t, ctx, c, "members")
+	if code := commitCode(t, ctx, c, "members", gen, member, topic, 4); code != 0 {
+		t.Fatalf("commit after the rejoin: error %d", code)
+	}
+	if got := committedOffset(t, ctx, c, "members", topic); got != 4 {
+		t.Fatalf("committed after the rejoin: %d, want 4", got)
+	}
+
+	// A group's deletion.
+	if code := commitCode(t, ctx, c, "deleted", -1, "", topic, 7); code != 0 {
+		t.Fatalf("simple commit: error %d", code)
+	}
+	takenOver("deleted")
+	if code := g.deleteGroup(ctx, "deleted"); code != kerr.NotCoordinator.Code {
+		t.Fatalf("deletion after another gateway claimed the group: error %d, want NOT_COORDINATOR", code)
+	}
+	if exists, err := store.GroupExists(ctx, "deleted"); err != nil || !exists {
+		t.Fatalf("offsets after the refused deletion: exist %v (%v)", exists, err)
+	}
+	if code := g.deleteGroup(ctx, "deleted"); code != 0 {
+		t.Fatalf("deletion sent again: error %d", code)
+	}
+	if exists, err := store.GroupExists(ctx, "deleted"); err != nil || exists {
+		t.Fatalf("offsets after the deletion: exist %v (%v)", exists, err)
+	}
+
+	// An admin reset.
+	if code := commitCode(t, ctx, c, "reset", -1, "", topic, 7); code != 0 {
+		t.Fatalf("simple commit: error %d", code)
+	}
+	takenOver("reset")
+	if rec, out := adminPost(g, "/api/v1/groups/reset/offsets", `{"topic":"reclaimed","to":"offset","value":0}`); rec.Code != 503 {
+		t.Fatalf("reset after another gateway claimed the group: %d %v, want 503", rec.Code, out)
+	}
+	if got := committedOffset(t, ctx, c, "reset", topic); got != 7 {
+		t.Fatalf("committed after the refused reset: %d, want 7", got)
+	}
+	if rec, out := adminPost(g, "/api/v1/groups/reset/offsets", `{"topic":"reclaimed","to":"offset","value":0}`); rec.Code != 200 {
+		t.Fatalf("reset sent again: %d %v", rec.Code, out)
+	}
+	if got := committedOffset(t, ctx, c, "reset", topic); got != 0 {
+		t.Fatalf("committed after the reset: %d, want 0", got)
+	}
+}
+
+// TestGroupClaimsPrune: the membership loop forgets the claims of groups that moved away and of those
+// unused for claimIdle; a group claimed again gets a new token, and a refusal under the old token
+// (forget) leaves the new claim alone.
+func TestGroupClaimsPrune(t *testing.T) {
+	ctx, g, _ := embeddedGateway(t, Config{})
+	claim := func(group string) string {
+		t.Helper()
+		token, err := g.claimGroup(ctx, group)
+		if err != nil || token == "" {
+			t.Fatalf("claim %s: %q, %v", group, token, err)
+		}
+		return token
+	}
+	kept, idle, moved := claim("kept"), claim("idle"), claim("moved")
+	if again := claim("kept"); again != kept {
+		t.Fatalf("a held claim was made again: %s, then %s", kept, again)
+	}
+	v, _ := g.claims.m.Load("idle")
+	v.(*groupClaim).used.Store(time.Now().Add(-claimIdle - time.Minute).UnixNano())
+	g.claims.prune(func(group string) bool { return group != "moved" })
+	if claim("kept") != kept {
+		t.Fatal("a claim in use and of a group still here was forgotten")
+	}
+	if claim("idle") == idle || claim("moved") == moved {
+		t.Fatal("an idle claim, or one of a group that moved away, was kept")
+	}
+	if g.claims.forget("idle", idle) {
+		t.Fatal("a refusal under a forgotten claim's token forgot the new claim")
+	}
+	if n := g.claims.n.Load(); n != 3 {
+		t.Fatalf("%d claims counted, want 3", n)
+	}
+}

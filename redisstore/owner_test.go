@@ -1,0 +1,126 @@
+package redisstore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOwnerFencesOffsetWrites: the writes of a group's offsets (commits, an offset's deletion, the
+// group's deletion) are stored only while the group's owner record names the writer, or the group has
+// none (a group only gateways of an earlier version wrote); a refused write changes nothing, sidecar
+// and metadata included. On every store: the scripts run on Redis, a Redis Cluster (the owner record
+// and the offset hashes share the group's slot) and the embedded store.
+func TestOwnerFencesOffsetWrites(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "owned", 2)
+		commit := func(group, owner string, offset int64, md string) error {
+			errs := s.CommitOffsets(ctx, group, owner, []OffsetCommit{
+				{Topic: "owned", Partition: 0, Offset: offset, Metadata: md},
+				{Topic: "owned", Partition: 1, Offset: offset + 1},
+			}, time.UnixMilli(offset*1000))
+			if (errs[0] == nil) != (errs[1] == nil) || errors.Is(errs[0], ErrNotOwner) != errors.Is(errs[1], ErrNotOwner) {
+				t.Fatalf("commit of %d by %q: partitions answered apart: %v / %v", offset, owner, errs[0], errs[1])
+			}
+			return errs[0]
+		}
+		wantOffsets := func(group string, offset int64, md string) {
+			t.Helper()
+			got := mustCommitted(t, s, group)
+			p0, p1 := got["owned/0"], got["owned/1"]
+			if len(got) != 2 || p0.Offset != offset || p0.Metadata != md || p0.CommitTime != offset*1000 || p1.Offset != offset+1 {
+				t.Fatalf("%s: %+v, want offsets %d and %d, metadata %q, commit time %d", group, got, offset, offset+1, md, offset*1000)
+			}
+		}
+
+		// No owner record: any writer (gateways of an earlier version wrote the group).
+		if err := commit("g", "gw-a/1", 3, "a"); err != nil {
+			t.Fatal(err)
+		}
+		wantOffsets("g", 3, "a")
+
+		// Claimed by A: A writes, B is refused and changes nothing.
+		if err := s.ClaimGroup(ctx, "g", "gw-a/1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := commit("g", "gw-a/1", 4, "a4"); err != nil {
+			t.Fatal(err)
+		}
+		if err := commit("g", "gw-b/1", 2, "b"); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("commit by B while A owns the group: %v, want ErrNotOwner", err)
+		}
+		wantOffsets("g", 4, "a4")
+
+		// B claims: A's write, validated under its claim, is refused now.
+		if err := s.ClaimGroup(ctx, "g", "gw-b/1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := commit("g", "gw-a/1", 5, ""); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("commit by A after B claimed: %v, want ErrNotOwner", err)
+		}
+		if err := s.DeleteOffsets(ctx, "g", "gw-a/1", []OffsetCommit{{Topic: "owned", Partition: 0}}); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("offset deletion by A after B claimed: %v, want ErrNotOwner", err)
+		}
+		if err := s.DeleteGroup(ctx, "g", "gw-a/1"); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("group deletion by A after B claimed: %v, want ErrNotOwner", err)
+		}
+		wantOffsets("g", 4, "a4")
+
+		// B's deletions go through; the owner record stays, so A's late commit does not bring the
+		// deleted offsets back.
+		if err := s.DeleteOffsets(ctx, "g", "gw-b/1", []OffsetCommit{{Topic: "owned", Partition: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustCommitted(t, s, "g"); len(got) != 1 || got["owned/0"].Offset != 4 {
+			t.Fatalf("after B deleted partition 1's offset: %+v", got)
+		}
+		if err := s.DeleteGroup(ctx, "g", "gw-b/1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := commit("g", "gw-a/1", 6, ""); !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("commit by A after B deleted the group: %v, want ErrNotOwner", err)
+		}
+		if exists, err := s.GroupExists(ctx, "g"); err != nil || exists {
+			t.Fatalf("group after B deleted it and A's commit was refused: exists %v (%v)", exists, err)
+		}
+		ownerKey := s.keys.owner("g")
+		if ttl, err := s.Client().PTTL(ctx, ownerKey).Result(); err != nil || ttl <= 0 || ttl > ownerFor {
+			t.Fatalf("owner record's time to live: %v (%v), want up to %v", ttl, err, ownerFor)
+		}
+		// The record shares the offsets' slot.
+		if !strings.Contains(ownerKey, "{"+GroupTag("g")+"}") {
+			t.Fatalf("owner key %q lacks the group's hash tag", ownerKey)
+		}
+
+		// An empty owner writes whatever the record says (tools, tests).
+		if err := commit("g", "", 7, "tool"); err != nil {
+			t.Fatal(err)
+		}
+		wantOffsets("g", 7, "tool")
+	})
+}
+
+// TestCommitOffsetsManyPartitions: a commit (and a deletion) of thousands of partitions is written
+// whole by its script: more than Lua's unpack takes at once, were they passed to one variadic call.
+func TestCommitOffsetsManyPartitions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		const n = 5000
+		commits := make([]OffsetCommit, n)
+		for i := range commits {
+			commits[i] = OffsetCommit{Topic: "wide", Partition: int32(i), Offset: int64(i), Metadata: "m"}
+		}
+		mustCommit(t, s, "wide-group", time.Now(), commits...)
+		got := mustCommitted(t, s, "wide-group")
+		if len(got) != n || got["wide/4999"].Offset != 4999 || got["wide/4999"].Metadata != "m" || got["wide/0"].CommitTime < 0 {
+			t.Fatalf("%d partitions committed, last %+v", len(got), got["wide/4999"])
+		}
+		if err := s.DeleteOffsets(t.Context(), "wide-group", "", commits); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustCommitted(t, s, "wide-group"); len(got) != 0 {
+			t.Fatalf("%d partitions left after deleting all", len(got))
+		}
+	})
+}
