@@ -656,33 +656,42 @@ func TestAdminResetAnswerLostIsUnknown(t *testing.T) {
 	}
 }
 
-// loseOffsetsAnswer, armed, lets the next pipeline writing a group's offsets (its hashes named with
-// the group at their end) reach Redis, then reports it timed out, as a lost answer would be.
+// loseOffsetsAnswer, armed, lets the next pipeline writing a group's offsets (a command naming its
+// hashes, which end in "}:<group>") reach Redis, then reports it timed out, as a lost answer would be.
 type loseOffsetsAnswer struct {
 	key   string
 	armed atomic.Bool
 }
 
 func (*loseOffsetsAnswer) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (*loseOffsetsAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next
+func (h *loseOffsetsAnswer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.lose(next(ctx, cmd), cmd)
+	}
 }
 func (h *loseOffsetsAnswer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		writes := false
-		for _, c := range cmds {
-			if a := c.Args(); len(a) > 1 && c.Name() == "hset" && strings.HasSuffix(fmt.Sprint(a[1]), ":"+h.key) {
-				writes = true
+		return h.lose(next(ctx, cmds), cmds...)
+	}
+}
+
+// lose replaces the outcome (err) of cmds, sent, with a timeout if they write the group's offsets.
+func (h *loseOffsetsAnswer) lose(err error, cmds ...redis.Cmder) error {
+	writes := false
+	for _, c := range cmds {
+		switch c.Name() {
+		case "hset", "evalsha", "eval", "fcall":
+			for _, a := range c.Args()[1:] {
+				writes = writes || strings.HasSuffix(fmt.Sprint(a), "}:"+h.key)
 			}
 		}
-		if writes && h.armed.CompareAndSwap(true, false) {
-			lost := fmt.Errorf("read tcp: i/o timeout: %w", context.DeadlineExceeded)
-			for _, c := range cmds {
-				c.SetErr(lost)
-			}
-			return lost
-		}
+	}
+	if !writes || !h.armed.CompareAndSwap(true, false) {
 		return err
 	}
+	lost := fmt.Errorf("read tcp: i/o timeout: %w", context.DeadlineExceeded)
+	for _, c := range cmds {
+		c.SetErr(lost)
+	}
+	return lost
 }
