@@ -87,7 +87,7 @@ if not known and ARGV[7 + 2 * k + m] == '1' then
   if redis.call('XLEN', stream) == 0 then redis.call('DEL', stream) end
   return {-1, 3}
 end
-if after ~= '' and chain ~= after then
+if not chained(chain, after) then
   -- The block before this one did not finish (its FCALL found no library, or failed): whatever its
   -- XADDs left past the high watermark goes with this block's, which must not be kept ahead of it.
   removePast(stream, nxt)
@@ -118,7 +118,8 @@ if refused then
   -- Undo the XADDs that ran before this script in the same MULTI.
   removePast(stream, nxt)
   -- Answered: the partition's next block in the chain may finish (a meta hash is never created for it).
-  if tok ~= '' and known then redis.call('HSET', meta, 'chain', tok) end
+  local pass = chainPass(chain, after, tok)
+  if pass and known then redis.call('HSET', meta, 'chain', pass) end
   if m > 1 then return {-1, -3} end
   return refused
 end
@@ -129,7 +130,7 @@ for i = 1, m do
   table.insert(subs, 1, string.format('%d:%d:%d', s, last, o))
   s, o = (last + 1) % 2147483648, o + c
 end
-finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6, tonumber(ARGV[8 + 2 * k + m]), ARGV[9 + 2 * k + m], tok)
+finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, nxt, tix, k, 6, tonumber(ARGV[8 + 2 * k + m]), ARGV[9 + 2 * k + m], chainPass(chain, after, tok))
 return {nxt, start, 0}
 `
 

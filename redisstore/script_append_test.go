@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -272,6 +273,90 @@ func TestAppendTooManyHeaders(t *testing.T) {
 			got := mustRead(t, s, topic, 0, 0, 10).Records
 			if len(got) != 2 || len(got[1].Headers) != MaxRecordHeaders || got[1].Headers[MaxRecordHeaders-1].Key != fmt.Sprintf("h%d", MaxRecordHeaders-1) {
 				t.Fatalf("read %d records, want 2, the second with %d headers", len(got), MaxRecordHeaders)
+			}
+		})
+	}
+}
+
+// otherPipelineBetween is a client hook that, once, runs between the first append of a pipeline of
+// several (the first EVALSHA or EVAL, or the first MULTI block) and the rest: another connection's
+// pipeline of appends to the same partition landing there, as Redis interleaves the commands of
+// concurrent clients.
+type otherPipelineBetween struct {
+	done    atomic.Bool
+	between func()
+}
+
+func (*otherPipelineBetween) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*otherPipelineBetween) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *otherPipelineBetween) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		cut := 0
+		switch name := strings.ToLower(cmds[0].Name()); {
+		case len(cmds) < 2:
+		case name == "evalsha" || name == "eval":
+			cut = 1
+		case name == "multi":
+			cut = slices.IndexFunc(cmds, func(c redis.Cmder) bool { return strings.EqualFold(c.Name(), "exec") }) + 1
+		}
+		if cut == 0 || cut == len(cmds) || h.done.Swap(true) {
+			return next(ctx, cmds)
+		}
+		err := next(ctx, cmds[:cut])
+		h.between()
+		if err2 := next(ctx, cmds[cut:]); err == nil {
+			err = err2
+		}
+		return err
+	}
+}
+
+// TestAppendChainAcrossPipelines: two connections each append two batches of one partition in a
+// pipeline, and Redis runs the second connection's pipeline between the first's two batches (as it
+// interleaves concurrent clients). Every batch is stored: a chain (batchLua) is its pipeline's own,
+// and another pipeline's batches passing theirs on in between do not break it. Before, the partition
+// held one token, which the other pipeline overwrote, and the first pipeline's second batch was
+// refused (errEarlierBatchFailed, NOT_LEADER_OR_FOLLOWER to the producer, a closed connection with
+// acks=0) though the batch before it was stored: two producers pipelining requests to one partition
+// failed one another's batches over and over.
+func TestAppendChainAcrossPipelines(t *testing.T) {
+	stores := map[string]func(t *testing.T) *Store{
+		"transaction": func(t *testing.T) *Store { return openStore(t, backendOptions(t, "standalone")) },
+		"script":      func(t *testing.T) *Store { return scriptStore(t, backendOptions(t, "standalone")) },
+		"embedded":    openEmbedded,
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			ctx := t.Context()
+			topic := mustCreateTopic(t, s, "interleaved", 1).Name
+			// Batches that do not form a run (each its own log append time), so the transaction
+			// path chains them too.
+			batch := func(v string, at int64) *Batch {
+				return &Batch{Topic: topic, ProducerID: -1, LogAppendTime: at, Records: plain(v, 1)}
+			}
+			appendOne(t, s, topic, 0, plain("warm", 1)...) // the script is cached
+			var other []AppendResult
+			hook := &otherPipelineBetween{between: func() {
+				other = s.Append(ctx, []*Batch{batch("b1", 2001), batch("b2", 2002)})
+			}}
+			s.rdb.(*redis.Client).AddHook(hook)
+			out := s.Append(ctx, []*Batch{batch("a1", 1001), batch("a2", 1002)})
+			if !hook.done.Load() || len(other) != 2 {
+				t.Fatal("the other pipeline did not run between the first's batches")
+			}
+			for i, r := range append(out, other...) {
+				if r.Err != nil {
+					t.Errorf("batch %d: %v, want stored", i, r.Err)
+				}
+			}
+			var got []string
+			for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
+				got = append(got, string(r.Value))
+			}
+			if want := "[a1-0 b1-0 b2-0 a2-0]"; fmt.Sprint(got) != want {
+				t.Fatalf("stored %v, want %s", got, want)
 			}
 		})
 	}

@@ -41,21 +41,54 @@ import (
 // sends to many partitions; now it comes once per timeIndexStride records or more.
 //
 // A pipeline that carries several batches of one partition chains them (chainLinks): each but the
-// last gives its script a token (tok) to write to the meta hash's field "chain" once it has run to an
+// last gives its script a token (tok) to add to the meta hash's field "chain" once it has run to an
 // answer of its own (the batch stored, or refused by the producer check), and each but the first the
 // token of the one before (after), without which it is refused before it keeps anything ({-1, -5}).
 // Commands of a pipeline run one after the other but not as one: one can fail where the next succeeds
 // (NOSCRIPT, the script cache flushed in between; the function library flushed; OOM), and a later
 // batch must not be stored ahead of an earlier one of its partition that the caller appends again or
-// the producer retries. readMeta reads the field; finishBatch writes it.
+// the producer retries. readMeta reads the field; chainPass gives what finishBatch writes.
+//
+// The field holds the tokens of every chain under way on the partition (space-separated, newest
+// first), not one: Redis runs other clients' commands between a pipeline's, so other connections'
+// chains of the partition pass their tokens on between two batches of one chain. A batch takes its
+// predecessor's token out as it adds its own, so the field holds one token per pipeline under way;
+// a chain that broke off (a connection lost mid-pipeline, a batch appended again in a pipeline of its
+// own) leaves one behind, and the oldest beyond chainTokens go.
 var batchLua = strings.NewReplacer("TIME_INDEX_STRIDE", strconv.Itoa(timeIndexStride),
-	"BYTES_INDEX_STRIDE", strconv.Itoa(bytesIndexStride), "RECORD_OVERHEAD", strconv.Itoa(recordOverhead)).Replace(batchLuaText)
+	"BYTES_INDEX_STRIDE", strconv.Itoa(bytesIndexStride), "RECORD_OVERHEAD", strconv.Itoa(recordOverhead),
+	"CHAIN_TOKENS", strconv.Itoa(chainTokens)).Replace(batchLuaText)
+
+// chainTokens is the most tokens a partition's "chain" field keeps (batchLua): more chains of one
+// partition under way at once than that can have the oldest refused as broken (a retriable error).
+const chainTokens = 32
 
 const batchLuaText = `
 local recordOverhead = RECORD_OVERHEAD
 local function readMeta(meta, pid)
   local m = redis.call('HMGET', meta, 'next', 'start', 'maxts', 'tioff', 'p:' .. pid, 'bytes', 'chain')
   return tonumber(m[1]) or 0, tonumber(m[2]) or 0, {ts = tonumber(m[3]) or -1, at = tonumber(m[4]) or -1e18, bytes = tonumber(m[6])}, m[5], m[1] ~= false, m[7]
+end
+-- chained reports whether the batch before this one in its pipeline's chain (after: its token, '' for
+-- none) has run to an answer: its token is among the partition's (chain, false for none).
+local function chained(chain, after)
+  if after == '' then return true end
+  for t in string.gmatch(chain or '', '%S+') do
+    if t == after then return true end
+  end
+  return false
+end
+-- chainPass is the partition's chain field once this batch has run to an answer: after taken out, tok
+-- put first (each unless ''), the newest CHAIN_TOKENS kept; nil when the batch is in no chain.
+local function chainPass(chain, after, tok)
+  if after == '' and tok == '' then return nil end
+  local out = {}
+  if tok ~= '' then out[1] = tok end
+  for t in string.gmatch(chain or '', '%S+') do
+    if #out >= CHAIN_TOKENS then break end
+    if t ~= after then out[#out + 1] = t end
+  end
+  return table.concat(out, ' ')
 end
 local function indexBytes(bindex, h, base, n, tix, add)
   local z, before = {}, tix.bytes
@@ -99,7 +132,7 @@ local function checkProducer(prods, pid, epoch, seq, n, start, st)
   end
   return {-1, 45}
 end
-local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first, bytes, now, tok)
+local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, last, kept, legacy, base, tix, k, first, bytes, now, pass)
   local h, z, maxoff, indexed = {'next', string.format('%d', base + n)}, {}, nil, false
   for c = 0, k - 1 do
     local ts = tonumber(ARGV[first + 1 + 2 * c])
@@ -119,7 +152,7 @@ local function finishBatch(meta, tindex, bindex, prods, pid, epoch, subs, n, las
   end
   if indexed then h[#h + 1], h[#h + 2] = 'tioff', string.format('%d', tix.at) end
   indexBytes(bindex, h, base, n, tix, bytes)
-  if tok and tok ~= '' then h[#h + 1], h[#h + 2] = 'chain', tok end
+  if pass then h[#h + 1], h[#h + 2] = 'chain', pass end
   if pid == '-1' then
     redis.call('HSET', meta, unpack(h))
     return
@@ -174,7 +207,8 @@ local nxt, start, tix, st, known, chain = readMeta(meta, pid)
 local flags = tonumber(ARGV[5])
 if not known and math.floor(flags / 2) % 2 == 1 then return {-1, 3} end
 local after, tok = ARGV[7], ARGV[8]
-if after ~= '' and chain ~= after then return {-1, -5} end
+if not chained(chain, after) then return {-1, -5} end
+local pass = chainPass(chain, after, tok)
 local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, n, start, st)
 if refused then
   local h = {}
@@ -184,7 +218,7 @@ if refused then
     h[1], h[2] = 'next', string.format('%d', nxt)
   end
   -- Answered: the partition's next batch in the chain may run (a meta hash is never created for it).
-  if tok ~= '' and known then h[#h + 1], h[#h + 2] = 'chain', tok end
+  if pass and known then h[#h + 1], h[#h + 2] = 'chain', pass end
   if #h > 0 then redis.call('HSET', meta, unpack(h)) end
   return refused
 end
@@ -214,7 +248,7 @@ for r = 1, n do
   for f = i + 1, j do bytes = bytes + #ARGV[f] end
   i = j + 1
 end
-finishBatch(meta, tindex, bindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 10, bytes, nil, tok)
+finishBatch(meta, tindex, bindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 10, bytes, nil, pass)
 return {nxt, start, 0}
 `
 

@@ -30,11 +30,18 @@ type Topic struct {
 // index alone) is stale and taken over. Topics of earlier versions have no entry: the gateway checks
 // them against its registry view, read at the request (an earlier version's gateway checks no
 // better).
+// go-redis's cluster client resends a command whose connection failed after Redis ran it: a second
+// run finding the very entry it registers (its topic ID is the request's own) answers registered, not
+// taken.
 // KEYS: topics, forms. ARGV: name, JSON ("": check only, register nothing). Returns 1 when registered
 // (or, checking only, when it could be), 0 when the name is taken, or the name of the registered
 // topic it collides with.
 var createTopicScript = redis.NewScript(`
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  if ARGV[2] ~= '' and cur == ARGV[2] then return 1 end
+  return 0
+end
 local form = string.gsub(ARGV[1], '%.', '_')
 local other = redis.call('HGET', KEYS[2], form)
 if other and other ~= ARGV[1] and redis.call('HEXISTS', KEYS[1], other) == 1 then return other end

@@ -530,6 +530,34 @@ func TestSetPartitionsResent(t *testing.T) {
 	})
 }
 
+// TestCreateTopicResent: a CreateTopic whose registration script runs twice (go-redis's cluster client
+// resends it after a lost reply) succeeds, the topic registered whole: the second run finds the entry
+// the first wrote, the request's own (its topic ID). It answered ErrTopicExists
+// (TOPIC_ALREADY_EXISTS) for a topic it had created. Another request for the name is still refused.
+func TestCreateTopicResent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		h := &resendRegistryScripts{key: s.keys.topics()}
+		s.Client().AddHook(h)
+		h.on.Store(true)
+		tp := Topic{Name: "resent", ID: [16]byte{1}, Partitions: 2, Created: time.Now().UnixMilli()}
+		if err := s.CreateTopic(ctx, tp); err != nil {
+			t.Fatalf("CreateTopic run twice: %v", err)
+		}
+		if h.resent.Load() == 0 {
+			t.Fatal("the script was not run twice")
+		}
+		got, err := s.Topic(ctx, "resent")
+		if err != nil || got.ID != tp.ID || got.Partitions != 2 || got.PartitionMeta != 2 {
+			t.Fatalf("topic: %+v, %v; want ID 1, 2 partitions, pmeta 2", got, err)
+		}
+		tp.ID = [16]byte{2}
+		if err := s.CreateTopic(ctx, tp); !errors.Is(err, ErrTopicExists) {
+			t.Fatalf("CreateTopic of another topic under the name, run twice: %v, want ErrTopicExists", err)
+		}
+	})
+}
+
 // DeleteTopic frees a partition's keys with UNLINK, one per partition (its keys share a slot), never
 // DEL: a stream of millions of entries is then freed on Redis's background thread, where DEL would
 // stall Redis for every client while it frees them.
