@@ -75,7 +75,8 @@ func IsUnavailable(err error) bool {
 
 // OutcomeUnknown reports whether a write that failed with err may have been carried out all the same:
 // its answer did not come back in time, or its connection broke after it was sent. A failure to
-// connect, a wait for a pooled connection, and an error Redis answered mean it was not.
+// connect, the pool's own timeout (redis.ErrPoolTimeout) and an error Redis answered mean it was not;
+// a deadline counts as unknown even when it ran out before the write was sent (no way to tell).
 func OutcomeUnknown(err error) bool {
 	if err == nil || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
 		return false
