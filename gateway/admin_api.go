@@ -668,6 +668,10 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if token, err = g.claimGroup(ctx, group); err != nil {
 			unlock()
+			if errors.Is(err, errNotCoordinating) {
+				writeError(w, http.StatusServiceUnavailable, "the group moved to another gateway while the reset began; nothing was written: retry")
+				return
+			}
 			storeError(w, err)
 			return
 		}

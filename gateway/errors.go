@@ -64,6 +64,8 @@ func groupErrCode(err error) int16 {
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, redisstore.ErrNotOwner):
 		return kerr.NotCoordinator.Code // another gateway took the group over (Gateway.disowned)
+	case errors.Is(err, errNotCoordinating):
+		return kerr.NotCoordinator.Code // the group moved away before its claim (Gateway.claimGroup)
 	}
 	return kerr.CoordinatorNotAvailable.Code
 }

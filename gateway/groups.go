@@ -115,7 +115,9 @@ func (w *groupWrites) delete(group string) func() {
 //
 // Each claim has a token of its own (the gateway's instance id and a sequence number), sent to Redis
 // once: a write validated under a claim that was lost is refused even after this gateway claimed the
-// group again, and a claim's SET held up on its way and landing late names a token no write uses.
+// group again, and a claim's SET held up on its way and answered after the group moved names a token
+// no write uses (claimGroup). Such a SET still lands over the next coordinator's claim, whose next
+// write is then refused once (the group unloaded and rejoined there).
 type groupClaims struct {
 	m   sync.Map // group -> *groupClaim
 	n   atomic.Int64
@@ -168,14 +170,32 @@ func (c *groupClaims) prune(keep func(group string) bool) {
 	})
 }
 
+// errNotCoordinating refuses a claim of a group this gateway does not coordinate (any more): answered
+// NOT_COORDINATOR (groupErrCode).
+var errNotCoordinating = errors.New("gateway: this gateway does not coordinate the group")
+
 // claimGroup returns the token of this gateway's claim on group's offsets in Redis, claiming it first
 // unless it holds one (claims). Callers claim before they check a write against the coordinator's
 // view of the group, hold the group's writes (groupWrites) across both, and write with the token ("":
 // unconditionally, past maxClaims).
+//
+// The claim is a write of its own, which nothing in Redis orders with the next coordinator's claim,
+// so it is made only while this gateway coordinates the group, and kept only if it still does once
+// Redis answered (errNotCoordinating otherwise; membership.isCoordinator checks the lease itself). A
+// request checked before the group moved and held up on its way to the claim (waiting for the group's
+// writes, say) would otherwise put its claim over the new coordinator's, whose writes Redis then
+// refused (the group unloaded there: a needless rebalance); and a claim whose SET was held up until
+// another gateway had claimed the group landed over that claim, and the write that followed it (a
+// simple commit or a deletion, which no member of this gateway's memory checks) went through: the
+// very write the record fences. Answered while this gateway's lease runs, a claim landed before any
+// peer could take the group over, so before its claim.
 func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) {
 	c := &g.claims
 	if v, ok := c.m.Load(group); ok {
 		return awaitClaim(ctx, v.(*groupClaim))
+	}
+	if !g.nodes.isCoordinator(group) {
+		return "", errNotCoordinating
 	}
 	if c.n.Load() >= maxClaims {
 		return "", nil
@@ -187,6 +207,9 @@ func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) 
 	}
 	c.n.Add(1)
 	fresh.err = g.store.ClaimGroup(ctx, group, fresh.token)
+	if fresh.err == nil && !g.nodes.isCoordinator(group) {
+		fresh.err = errNotCoordinating
+	}
 	close(fresh.done)
 	if fresh.err != nil {
 		c.forget(group, fresh.token) // its SET may still land: the token is not used again
@@ -197,14 +220,20 @@ func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) 
 // claimAtJoin claims group as a member joins it here (JoinGroup), not only at its first write: a
 // commit validated by the gateway that had the group before, landing after these members read their
 // offsets, is refused then too. Best effort, and never waiting on a claim made or under way: joins need
-// no Redis otherwise, and the first write claims anyway.
-func (g *Gateway) claimAtJoin(ctx context.Context, group string) {
+// no Redis otherwise, and the first write claims anyway. It returns NOT_COORDINATOR when the group
+// moved away before the claim was made or answered (claimGroup), for the join to answer; 0 otherwise.
+func (g *Gateway) claimAtJoin(ctx context.Context, group string) int16 {
 	if _, ok := g.claims.m.Load(group); ok {
-		return
+		return 0
 	}
-	if _, err := g.claimGroup(ctx, group); err != nil {
+	_, err := g.claimGroup(ctx, group)
+	switch {
+	case errors.Is(err, errNotCoordinating):
+		return kerr.NotCoordinator.Code
+	case err != nil:
 		g.log.Debug().Err(err).Str("group", group).Msg("could not claim the group's offsets at a join")
 	}
+	return 0
 }
 
 // awaitClaim waits for the claim cl, made by another request if still under way, and returns its

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"github.com/kgate/kgate/redisstore"
 )
 
-// holdWrites is a go-redis hook that, once armed, holds the first write (HSET, or a script) naming
+// holdWrites is a go-redis hook that, once armed, holds the first write (HSET, SET, or a script) naming
 // key, with the rest of its pipeline, until released: a write on its way to Redis, delayed (a stalled
 // connection, an asymmetric network partition).
 type holdWrites struct {
@@ -44,7 +45,7 @@ func (h *holdWrites) hold(ctx context.Context, cmds ...redis.Cmder) {
 	hit := false
 	for _, c := range cmds {
 		switch c.Name() {
-		case "hset", "evalsha", "eval":
+		case "hset", "evalsha", "eval", "set":
 		default:
 			continue
 		}
@@ -281,7 +282,8 @@ func TestRefusedWriteUnloadsAndReclaims(t *testing.T) {
 // unused for claimIdle; a group claimed again gets a new token, and a refusal under the old token
 // (forget) leaves the new claim alone.
 func TestGroupClaimsPrune(t *testing.T) {
-	ctx, g, _ := embeddedGateway(t, Config{})
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{}) // coordinating: a claim is made only then
 	claim := func(group string) string {
 		t.Helper()
 		token, err := g.claimGroup(ctx, group)
@@ -308,5 +310,149 @@ func TestGroupClaimsPrune(t *testing.T) {
 	}
 	if n := g.claims.n.Load(); n != 3 {
 		t.Fatalf("%d claims counted, want 3", n)
+	}
+}
+
+// groupsOn is n distinct group ids that groupOn's rule places at index idx of ids.
+func groupsOn(ids []int32, idx, n int) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if g := "group-" + strconv.Itoa(i); int(fnv32a(g)%uint32(len(ids))) == idx {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// TestClaimAnsweredAfterTakeoverWritesNothing: a claim is itself a write, as open to delay as the
+// writes it fences. Gateway A, coordinating, claims a group for a simple commit, for DeleteGroups and
+// for a JoinGroup (its first request of each group), and each claim's SET is held on its way until
+// gateway B has taken the groups over (a scale-out), claimed them and stored its own commits. The SETs
+// then land over B's claims. Before, A went on under the claims it had just made: the simple commit
+// (generation -1, valid whatever A's memory holds) put A's older offset over B's, the deletion deleted
+// the offsets B's committer had just stored, and the join admitted a member to a group A no longer
+// coordinates. A claim answered when its gateway no longer coordinates the group now stores nothing
+// and answers NOT_COORDINATOR.
+func TestClaimAnsweredAfterTakeoverWritesNothing(t *testing.T) {
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	storeA := openStoreAt(t, srv.Addr, redisstore.Options{CommandTimeout: 30 * time.Second}) // holds last
+	storeB := openStoreAt(t, srv.Addr, redisstore.Options{})
+	cfg := func(id int32) Config {
+		return Config{NodeID: id, HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: time.Second,
+			Groups: coordinator.Config{InitialRebalanceDelay: -1}}
+	}
+	const topic = "claimed-late"
+	createTopic(t, storeA, topic, 1)
+	groups := groupsOn([]int32{1, 2}, 1, 3) // on B once B runs; on A while A is alone
+	committed, deleted, joined := groups[0], groups[1], groups[2]
+
+	a, _ := serveOn(t, storeA, cfg(1))
+	for _, group := range groups {
+		waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
+	}
+	ca := fetchConn(t, a)
+	held := map[string]*holdWrites{}
+	for _, group := range groups {
+		held[group] = newHoldWrites(storeA.OwnerKey(group))
+		storeA.Client().AddHook(held[group])
+		held[group].arm()
+	}
+	commitCodeA, deleteCodeA, joinA := make(chan int16, 1), make(chan int16, 1), make(chan *kmsg.JoinGroupResponse, 1)
+	go func() { commitCodeA <- commitCode(t, ctx, ca, committed, -1, "", topic, 5) }()
+	go func() { deleteCodeA <- a.deleteGroup(ctx, deleted) }()
+	go func() {
+		r, err := ca.joinGroup(ctx, joinRequest(3, joined))
+		if err != nil {
+			t.Error(err)
+			r = kmsg.NewPtrJoinGroupResponse()
+		}
+		joinA <- r.(*kmsg.JoinGroupResponse)
+	}()
+	for _, group := range groups {
+		select {
+		case <-held[group].held:
+		case <-ctx.Done():
+			t.Fatal("A's claim of " + group + " never reached Redis")
+		}
+	}
+
+	// B joins and the groups move to it; A sees it too. B's committer stores 10 in two of them.
+	b, _ := serveOn(t, storeB, cfg(2))
+	cb := fetchConn(t, b)
+	for _, group := range groups {
+		waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
+		waitFor(t, 10*time.Second, "A to hand "+group+" over", func() bool { return a.notCoordinator(group) != 0 })
+	}
+	for _, group := range []string{committed, deleted} {
+		if code := commitCode(t, ctx, cb, group, -1, "", topic, 10); code != 0 {
+			t.Fatalf("commit of 10 to %s through B: error %d", group, code)
+		}
+	}
+
+	// A's claims land now.
+	for _, group := range groups {
+		held[group].release()
+	}
+	if code := <-commitCodeA; code != kerr.NotCoordinator.Code {
+		t.Errorf("A's commit whose claim landed after the takeover: error %d, want NOT_COORDINATOR (%d)", code, kerr.NotCoordinator.Code)
+	}
+	if code := <-deleteCodeA; code != kerr.NotCoordinator.Code {
+		t.Errorf("A's deletion whose claim landed after the takeover: error %d, want NOT_COORDINATOR (%d)", code, kerr.NotCoordinator.Code)
+	}
+	if r := <-joinA; r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Errorf("A's join whose claim landed after the takeover: error %d, generation %d, want NOT_COORDINATOR (%d)", r.ErrorCode, r.Generation, kerr.NotCoordinator.Code)
+	}
+	if _, err := a.coord.Lookup(ctx, joined); err == nil {
+		t.Error("A holds a group it no longer coordinates, admitted by a join whose claim landed after the takeover")
+	}
+	for _, group := range []string{committed, deleted} {
+		if got := committedOffset(t, ctx, cb, group, topic); got != 10 {
+			t.Errorf("%s: committed offset after A's claim landed: %d, want 10 (B's committer's)", group, got)
+		}
+	}
+}
+
+// TestClaimRefusedOnceCoordinatorMoved: a gateway asked to claim a group it no longer coordinates (a
+// request checked before the group moved, then held up before its claim: waiting for the group's
+// writes, say) claims nothing. Before, its SET replaced the new coordinator's claim, whose next
+// commit was refused (NOT_COORDINATOR, the group unloaded there: a needless rebalance), while the
+// request went on under the new claim.
+func TestClaimRefusedOnceCoordinatorMoved(t *testing.T) {
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	storeA := openStoreAt(t, srv.Addr, redisstore.Options{})
+	storeB := openStoreAt(t, srv.Addr, redisstore.Options{})
+	cfg := func(id int32) Config {
+		return Config{NodeID: id, HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: time.Second,
+			Groups: coordinator.Config{InitialRebalanceDelay: -1}}
+	}
+	const topic = "claimed-moved"
+	createTopic(t, storeA, topic, 1)
+	group := groupOn([]int32{1, 2}, 1)
+	a, _ := serveOn(t, storeA, cfg(1))
+	waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
+	b, _ := serveOn(t, storeB, cfg(2))
+	waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
+	waitFor(t, 10*time.Second, "A to hand "+group+" over", func() bool { return a.notCoordinator(group) != 0 })
+	cb := fetchConn(t, b)
+	if code := commitCode(t, ctx, cb, group, -1, "", topic, 10); code != 0 {
+		t.Fatalf("commit of 10 through B: error %d", code)
+	}
+	record, err := storeB.Client().Get(ctx, storeB.OwnerKey(group)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if token, err := a.claimGroup(ctx, group); groupErrCode(err) != kerr.NotCoordinator.Code {
+		t.Errorf("A's claim of a group B coordinates: token %q, error %v, want NOT_COORDINATOR", token, err)
+	}
+	if now, err := storeB.Client().Get(ctx, storeB.OwnerKey(group)).Result(); err != nil || now != record {
+		t.Errorf("owner record after A's refused claim: %q (%v), want B's %q", now, err, record)
+	}
+	if code := commitCode(t, ctx, cb, group, -1, "", topic, 11); code != 0 {
+		t.Errorf("B's commit after A's refused claim: error %d", code)
 	}
 }

@@ -95,6 +95,9 @@ func ownerError(err error) error {
 	return err
 }
 
+// OwnerKey names group's owner record.
+func (s *Store) OwnerKey(group string) string { return s.keys.owner(group) }
+
 // ClaimGroup makes owner the owner of group's offsets: from now on only owner's writes of them are
 // stored, until another gateway claims the group or ownerFor has passed. Called before the claimer
 // checks a write against its view of the group, so that any write it validates is refused once
