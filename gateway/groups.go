@@ -119,9 +119,10 @@ func (w *groupWrites) delete(group string) func() {
 // no write uses (claimGroup). Such a SET still lands over the next coordinator's claim, whose next
 // write is then refused once (the group unloaded and rejoined there).
 type groupClaims struct {
-	m   sync.Map // group -> *groupClaim
-	n   atomic.Int64
-	seq atomic.Uint64
+	m      sync.Map // group -> *groupClaim
+	n      atomic.Int64
+	seq    atomic.Uint64
+	warned atomic.Int64 // when the last "claims full" warning was logged (unix ns)
 }
 
 // groupClaim is one claim of a group: done is closed once its SET answered, with err; used is when a
@@ -198,6 +199,10 @@ func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) 
 		return "", errNotCoordinating
 	}
 	if c.n.Load() >= maxClaims {
+		mClaimsFull.Inc()
+		if last := c.warned.Load(); time.Since(time.Unix(0, last)) > time.Minute && c.warned.CompareAndSwap(last, time.Now().UnixNano()) {
+			g.log.Warn().Int("claims", maxClaims).Str("group", group).Msg("claims full: offsets of groups beyond them are written without the owner check (kgate_group_claims_full_total)")
+		}
 		return "", nil
 	}
 	fresh := &groupClaim{token: g.instance + "/" + strconv.FormatUint(c.seq.Add(1), 10), done: make(chan struct{})}

@@ -57,11 +57,15 @@ var (
 	mConnections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "kgate_open_connections", Help: "Open Kafka client connections.",
 	})
+	mClaimsFull = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kgate_group_claims_full_total",
+		Help: "Offset writes (commits, deletions, resets) made without the group's owner check, as this gateway already held the most claims it keeps (100,000 groups written within an hour): those are not fenced against a coordinator change.",
+	})
 )
 
 func init() {
 	metricsRegistry.MustRegister(mRequests, mLatency, mErrors, mBytesIn, mBytesOut, mProduced, mFetched,
-		mReadAhead, mTailCache, mConnections, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		mReadAhead, mTailCache, mConnections, mClaimsFull, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 }
 
 func connectionsOpened() { mConnections.Inc() }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -454,5 +455,24 @@ func TestClaimRefusedOnceCoordinatorMoved(t *testing.T) {
 	}
 	if code := commitCode(t, ctx, cb, group, -1, "", topic, 11); code != 0 {
 		t.Errorf("B's commit after A's refused claim: error %d", code)
+	}
+}
+
+// TestGroupClaimsFullCounted: past maxClaims a gateway writes offsets without the owner check, which
+// an operator must be able to see (it was silent): counted, and the claim not made.
+func TestGroupClaimsFullCounted(t *testing.T) {
+	ctx, _, store := embeddedGateway(t, Config{})
+	g, _ := serveOn(t, store, Config{})
+	before := testutil.ToFloat64(mClaimsFull)
+	g.claims.n.Store(maxClaims)
+	token, err := g.claimGroup(ctx, "one-too-many")
+	if err != nil || token != "" {
+		t.Fatalf("claim past the limit: %q, %v; want an unconditional write", token, err)
+	}
+	if _, held := g.claims.m.Load("one-too-many"); held {
+		t.Fatal("a claim past the limit was kept")
+	}
+	if got := testutil.ToFloat64(mClaimsFull) - before; got != 1 {
+		t.Fatalf("kgate_group_claims_full_total rose by %v, want 1", got)
 	}
 }
