@@ -516,13 +516,7 @@ func TestAppendLibraryFlushedMidPipelineKeepsOrder(t *testing.T) {
 					t.Errorf("batch %d: %+v, want stored at %d", i, r, 1+2*i)
 				}
 			}
-			var got []string
-			for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
-				got = append(got, string(r.Value))
-			}
-			if want := "[a-0 a-1 b-0 b-1 c-0 c-1 d-0 d-1]"; fmt.Sprint(got) != want {
-				t.Fatalf("stored %v, want %s", got, want)
-			}
+			checkValues(t, s, topic, "[a-0 a-1 b-0 b-1 c-0 c-1 d-0 d-1]")
 			checkDense(t, s, topic, 0, 9)
 		})
 	}

@@ -237,3 +237,16 @@ func addForeignThenDelete(t *testing.T, s *Store, key string) {
 		t.Fatal(err)
 	}
 }
+
+// checkValues fails t unless partition 0 of topic holds, from offset 1 on, records of the values want
+// (as fmt prints a []string).
+func checkValues(t *testing.T, s *Store, topic, want string) {
+	t.Helper()
+	var got []string
+	for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
+		got = append(got, string(r.Value))
+	}
+	if fmt.Sprint(got) != want {
+		t.Fatalf("stored %v, want %s", got, want)
+	}
+}

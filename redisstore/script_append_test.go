@@ -184,13 +184,7 @@ func TestScriptAppendFlushMidPipelineKeepsOrder(t *testing.T) {
 					t.Errorf("batch %d: %+v, want stored at %d", i, r, 1+2*i)
 				}
 			}
-			var got []string
-			for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
-				got = append(got, string(r.Value))
-			}
-			if want := "[a-0 a-1 b-0 b-1 c-0 c-1]"; fmt.Sprint(got) != want {
-				t.Fatalf("stored %v, want %s", got, want)
-			}
+			checkValues(t, s, topic, "[a-0 a-1 b-0 b-1 c-0 c-1]")
 		})
 	}
 }
@@ -245,13 +239,7 @@ func withHeaders(n int) Record {
 // failed (a Redis error, retried for ever), leaving them past the high watermark: every later append
 // to the partition was refused as a stream conflict.
 func TestAppendTooManyHeaders(t *testing.T) {
-	stores := map[string]func(t *testing.T) *Store{
-		"transaction": func(t *testing.T) *Store { return openStore(t, backendOptions(t, "standalone")) },
-		"script":      func(t *testing.T) *Store { return scriptStore(t, backendOptions(t, "standalone")) },
-		"valkey":      openValkey,
-		"embedded":    openEmbedded,
-	}
-	for name, open := range stores {
+	for name, open := range appendPaths(true) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
@@ -320,12 +308,7 @@ func (h *otherPipelineBetween) ProcessPipelineHook(next redis.ProcessPipelineHoo
 // acks=0) though the batch before it was stored: two producers pipelining requests to one partition
 // failed one another's batches over and over.
 func TestAppendChainAcrossPipelines(t *testing.T) {
-	stores := map[string]func(t *testing.T) *Store{
-		"transaction": func(t *testing.T) *Store { return openStore(t, backendOptions(t, "standalone")) },
-		"script":      func(t *testing.T) *Store { return scriptStore(t, backendOptions(t, "standalone")) },
-		"embedded":    openEmbedded,
-	}
-	for name, open := range stores {
+	for name, open := range appendPaths(false) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
@@ -351,13 +334,21 @@ func TestAppendChainAcrossPipelines(t *testing.T) {
 					t.Errorf("batch %d: %v, want stored", i, r.Err)
 				}
 			}
-			var got []string
-			for _, r := range mustRead(t, s, topic, 0, 1, 10).Records {
-				got = append(got, string(r.Value))
-			}
-			if want := "[a1-0 b1-0 b2-0 a2-0]"; fmt.Sprint(got) != want {
-				t.Fatalf("stored %v, want %s", got, want)
-			}
+			checkValues(t, s, topic, "[a1-0 b1-0 b2-0 a2-0]")
 		})
 	}
+}
+
+// appendPaths opens a store on each append path: the transaction (Redis 7.0's MULTI blocks), the
+// script (forced on Redis 7.0), the embedded store and, withValkey, valkey-server's script path.
+func appendPaths(withValkey bool) map[string]func(t *testing.T) *Store {
+	paths := map[string]func(t *testing.T) *Store{
+		"transaction": func(t *testing.T) *Store { return openStore(t, backendOptions(t, "standalone")) },
+		"script":      func(t *testing.T) *Store { return scriptStore(t, backendOptions(t, "standalone")) },
+		"embedded":    openEmbedded,
+	}
+	if withValkey {
+		paths["valkey"] = openValkey
+	}
+	return paths
 }
