@@ -139,21 +139,12 @@ func commitCode(t *testing.T, ctx context.Context, c *conn, group string, gen in
 // member had committed a newer offset, is refused in Redis: the newer offset stays and A answers
 // NOT_COORDINATOR. Before, nothing ordered the two gateways' writes, and A's older offset overwrote B's.
 func TestStaleCommitFencedAfterTakeover(t *testing.T) {
-	srv := redisServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	// A's commit is held longer than a command timeout would allow by default.
-	storeA := openStoreAt(t, srv.Addr, redisstore.Options{CommandTimeout: 30 * time.Second})
-	storeB := openStoreAt(t, srv.Addr, redisstore.Options{})
-	cfg := func(id int32) Config {
-		return Config{NodeID: id, HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: time.Second,
-			Groups: coordinator.Config{InitialRebalanceDelay: -1}}
-	}
+	ctx, storeA, storeB := takeoverStores(t)
 	const topic = "fenced"
 	createTopic(t, storeA, topic, 1)
 	group := groupOn([]int32{1, 2}, 1) // on B once B runs; on A while A is alone
 
-	a, _ := serveOn(t, storeA, cfg(1))
+	a, _ := serveOn(t, storeA, takeoverConfig(1))
 	waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
 	ca := fetchConn(t, a)
 	memberA, genA := joinAndSync(t, ctx, ca, group)
@@ -175,7 +166,7 @@ func TestStaleCommitFencedAfterTakeover(t *testing.T) {
 	}
 
 	// B joins; the group moves to it; a member joins through B and commits 10.
-	b, _ := serveOn(t, storeB, cfg(2))
+	b, _ := serveOn(t, storeB, takeoverConfig(2))
 	waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
 	cb := fetchConn(t, b)
 	memberB, genB := joinAndSync(t, ctx, cb, group)
@@ -335,21 +326,13 @@ func groupsOn(ids []int32, idx, n int) []string {
 // coordinates. A claim answered when its gateway no longer coordinates the group now stores nothing
 // and answers NOT_COORDINATOR.
 func TestClaimAnsweredAfterTakeoverWritesNothing(t *testing.T) {
-	srv := redisServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	storeA := openStoreAt(t, srv.Addr, redisstore.Options{CommandTimeout: 30 * time.Second}) // holds last
-	storeB := openStoreAt(t, srv.Addr, redisstore.Options{})
-	cfg := func(id int32) Config {
-		return Config{NodeID: id, HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: time.Second,
-			Groups: coordinator.Config{InitialRebalanceDelay: -1}}
-	}
+	ctx, storeA, storeB := takeoverStores(t)
 	const topic = "claimed-late"
 	createTopic(t, storeA, topic, 1)
 	groups := groupsOn([]int32{1, 2}, 1, 3) // on B once B runs; on A while A is alone
 	committed, deleted, joined := groups[0], groups[1], groups[2]
 
-	a, _ := serveOn(t, storeA, cfg(1))
+	a, _ := serveOn(t, storeA, takeoverConfig(1))
 	for _, group := range groups {
 		waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
 	}
@@ -380,7 +363,7 @@ func TestClaimAnsweredAfterTakeoverWritesNothing(t *testing.T) {
 	}
 
 	// B joins and the groups move to it; A sees it too. B's committer stores 10 in two of them.
-	b, _ := serveOn(t, storeB, cfg(2))
+	b, _ := serveOn(t, storeB, takeoverConfig(2))
 	cb := fetchConn(t, b)
 	for _, group := range groups {
 		waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
@@ -421,21 +404,13 @@ func TestClaimAnsweredAfterTakeoverWritesNothing(t *testing.T) {
 // commit was refused (NOT_COORDINATOR, the group unloaded there: a needless rebalance), while the
 // request went on under the new claim.
 func TestClaimRefusedOnceCoordinatorMoved(t *testing.T) {
-	srv := redisServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	storeA := openStoreAt(t, srv.Addr, redisstore.Options{})
-	storeB := openStoreAt(t, srv.Addr, redisstore.Options{})
-	cfg := func(id int32) Config {
-		return Config{NodeID: id, HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: time.Second,
-			Groups: coordinator.Config{InitialRebalanceDelay: -1}}
-	}
+	ctx, storeA, storeB := takeoverStores(t)
 	const topic = "claimed-moved"
 	createTopic(t, storeA, topic, 1)
 	group := groupOn([]int32{1, 2}, 1)
-	a, _ := serveOn(t, storeA, cfg(1))
+	a, _ := serveOn(t, storeA, takeoverConfig(1))
 	waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
-	b, _ := serveOn(t, storeB, cfg(2))
+	b, _ := serveOn(t, storeB, takeoverConfig(2))
 	waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
 	waitFor(t, 10*time.Second, "A to hand "+group+" over", func() bool { return a.notCoordinator(group) != 0 })
 	cb := fetchConn(t, b)
@@ -475,4 +450,21 @@ func TestGroupClaimsFullCounted(t *testing.T) {
 	if got := testutil.ToFloat64(mClaimsFull) - before; got != 1 {
 		t.Fatalf("kgate_group_claims_full_total rose by %v, want 1", got)
 	}
+}
+
+// takeoverStores are two stores on one Redis for gateways A and B of a takeover test, A's commands
+// allowed to be held far longer than a default command timeout, and a context bounding the test.
+func takeoverStores(t *testing.T) (ctx context.Context, storeA, storeB *redisstore.Store) {
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	storeA = openStoreAt(t, srv.Addr, redisstore.Options{CommandTimeout: 30 * time.Second})
+	return ctx, storeA, openStoreAt(t, srv.Addr, redisstore.Options{})
+}
+
+// takeoverConfig is gateway id's configuration in a takeover test: membership settles in about a
+// second, and groups start at the first join.
+func takeoverConfig(id int32) Config {
+	return Config{NodeID: id, HeartbeatInterval: 50 * time.Millisecond, NodeTimeout: time.Second,
+		Groups: coordinator.Config{InitialRebalanceDelay: -1}}
 }
