@@ -199,11 +199,15 @@ func (s *Store) CommittedOffsets(ctx context.Context, group string) ([]Committed
 	defer cancel()
 	// One transaction (the three hashes share the group's hash tag), so an offset is never paired
 	// with the metadata or timestamp of another commit that landed between the reads.
-	pipe := s.rdb.TxPipeline()
-	offs := pipe.HGetAll(ctx, s.keys.offsets(group))
-	mds := pipe.HGetAll(ctx, s.keys.offsetsMD(group))
-	tss := pipe.HGetAll(ctx, s.keys.offsetsTS(group))
-	_, _ = pipe.Exec(ctx)
+	offs, mds, tss := s.readOffsetHashes(ctx, s.rdb.TxPipeline(), group)
+	if redis.HasErrorPrefix(offs.Err(), "TRYAGAIN") {
+		// The group's slot is migrating and its hashes are not all on one master (one of them does
+		// not exist: the metadata hash of a group that commits none; or some have moved): Redis
+		// refuses the transaction until the slot has moved. Read one by one, each hash is redirected
+		// on its own (ASK), and an offset may be paired with the metadata or time of a commit landing
+		// between the reads.
+		offs, mds, tss = s.readOffsetHashes(ctx, s.rdb.Pipeline(), group)
+	}
 	if err := offs.Err(); err != nil {
 		return nil, err
 	}
@@ -232,6 +236,15 @@ func (s *Store) CommittedOffsets(ctx context.Context, group string) ([]Committed
 		return out[i].Partition < out[j].Partition
 	})
 	return out, nil
+}
+
+// readOffsetHashes reads group's canonical, metadata and sidecar hashes on pipe.
+func (s *Store) readOffsetHashes(ctx context.Context, pipe redis.Pipeliner, group string) (offs, mds, tss *redis.MapStringStringCmd) {
+	offs = pipe.HGetAll(ctx, s.keys.offsets(group))
+	mds = pipe.HGetAll(ctx, s.keys.offsetsMD(group))
+	tss = pipe.HGetAll(ctx, s.keys.offsetsTS(group))
+	_, _ = pipe.Exec(ctx)
+	return offs, mds, tss
 }
 
 // parseSidecar decodes "<offset>|<epoch ms>"; anything else is (-1, -1).

@@ -520,3 +520,33 @@ func TestCommitListsGroupBeforeOffsets(t *testing.T) {
 		}
 	})
 }
+
+// A group's committed offsets are read while its slot migrates. The read is one transaction on the
+// group's slot, which Redis refuses with TRYAGAIN from the moment the slot is marked migrating when
+// one of its keys does not exist (the metadata hash of a group that commits none, as Kafka clients
+// usually do) or some have moved and others not: OffsetFetch failed for the whole migration, and a
+// consumer could not start. The hashes are then read one by one, each redirected on its own.
+func TestCommittedOffsetsWhileGroupSlotMigrates(t *testing.T) {
+	s := openStore(t, Options{Addrs: cluster.Addrs(), Cluster: true})
+	ctx := t.Context()
+	mustCreateTopic(t, s, "gslot", 2)
+	commits := []OffsetCommit{{Topic: "gslot", Partition: 0, Offset: 7}, {Topic: "gslot", Partition: 1, Offset: 9}}
+	for i, err := range s.CommitOffsets(ctx, "movinggroup", "", commits, time.Now()) {
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	read := func(when string) {
+		t.Helper()
+		got, err := s.CommittedOffsets(ctx, "movinggroup")
+		if err != nil || len(got) != 2 || got[0].Offset != 7 || got[1].Offset != 9 || got[0].CommitTime < 0 {
+			t.Fatalf("%s: %+v, %v; want offsets 7 and 9 with their commit times", when, got, err)
+		}
+	}
+	m := startSlotMove(t, s.keys.offsets("movinggroup"))
+	read("slot migrating, no key moved")
+	m.migrate(s.keys.offsets("movinggroup"))
+	read("offsets hash moved, sidecar not")
+	m.finish()
+	read("slot moved")
+}
