@@ -324,3 +324,53 @@ func TestDurableAOF(t *testing.T) {
 		t.Fatalf("committed %+v (%v), want 5: written, not confirmed", got, err)
 	}
 }
+
+// TestDurableDeleteStandalone: with WaitReplicas, DeleteOffsets and DeleteGroup are confirmed by the
+// replica as a commit is: once they return, the replica no longer holds the offsets; with the replica
+// stalled they report ErrNotDurable (deleted on the master, not confirmed). Before, a deletion was not
+// waited for, and a failover right after it could bring the offsets back.
+func TestDurableDeleteStandalone(t *testing.T) {
+	t.Parallel()
+	master, replica := startReplicated(t)
+	ctx := t.Context()
+	s := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
+	ns := s.Namespace()
+	onReplica := openStore(t, Options{Addrs: []string{replica.Addr}, Namespace: ns})
+	mustCreateTopic(t, s, "durdel", 2)
+	commits := []OffsetCommit{{Topic: "durdel", Partition: 0, Offset: 5}, {Topic: "durdel", Partition: 1, Offset: 7}}
+	for _, group := range []string{"g", "stalled"} {
+		for i, err := range s.CommitOffsets(ctx, group, "", commits, time.Now()) {
+			if err != nil {
+				t.Fatalf("commit %s %d: %v", group, i, err)
+			}
+		}
+	}
+	if err := s.DeleteOffsets(ctx, "g", "", commits[:1]); err != nil {
+		t.Fatal(err)
+	}
+	// Read straight from the replica's copy, with no wait of its own.
+	if got := onReplica.Client().HExists(ctx, s.keys.offsets("g"), s.keys.stream("durdel", 0)).Val(); got {
+		t.Fatal("the replica still holds partition 0's offset right after DeleteOffsets")
+	}
+	if err := s.DeleteGroup(ctx, "g", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := onReplica.Client().Exists(ctx, s.keys.offsets("g")).Val(); n != 0 {
+		t.Fatal("the replica still holds the group's offsets right after DeleteGroup")
+	}
+
+	if err := replica.Pause(); err != nil {
+		t.Skip("cannot pause a server here:", err)
+	}
+	defer replica.Resume()
+	stalled := openStore(t, Options{Addrs: []string{master.Addr}, Namespace: ns, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	if err := stalled.DeleteOffsets(ctx, "stalled", "", commits[:1]); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("DeleteOffsets with the replica stalled: %v, want ErrNotDurable", err)
+	}
+	if err := stalled.DeleteGroup(ctx, "stalled", ""); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("DeleteGroup with the replica stalled: %v, want ErrNotDurable", err)
+	}
+	if ok, err := s.GroupExists(ctx, "stalled"); err != nil || ok {
+		t.Fatalf("the group's offsets are still on the master (%v)", err)
+	}
+}

@@ -64,19 +64,15 @@ func (s *Store) CommitOffsets(ctx context.Context, group, owner string, commits 
 	// With WaitReplicas or WaitAOF a commit, like an append, is confirmed by WAIT / WAITAOF on the
 	// connection that wrote it (Apache acknowledges a commit once the offsets topic's in-sync replicas
 	// have it): a failover right after would otherwise lose commits the group was told were stored.
-	var on redis.Scripter = s.rdb
-	var conn *redis.Conn
-	if s.opts.WaitReplicas > 0 || s.opts.WaitAOF {
-		node, err := s.masterFor(ctx, s.keys.offsets(group))
-		if err != nil {
-			for i := range errs {
-				errs[i] = err
-			}
-			return errs
+	on, conn, err := s.groupScripter(ctx, group)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
 		}
-		conn = node.Conn()
+		return errs
+	}
+	if conn != nil {
 		defer conn.Close()
-		on = conn
 	}
 	// One script, in place of the MULTI of three hash writes per partition it replaces: the same round
 	// trip, with the owner check in the same step.
@@ -261,6 +257,21 @@ func parseSidecar(raw string) (offset, ms int64) {
 	return off, ts
 }
 
+// groupScripter is where group's offsets are written: the client, or with WaitReplicas or WaitAOF a
+// connection of its own to the group's master (conn, for the caller to close), as WAIT / WAITAOF
+// confirm only the writes of the connection they run on.
+func (s *Store) groupScripter(ctx context.Context, group string) (on redis.Scripter, conn *redis.Conn, err error) {
+	if s.opts.WaitReplicas == 0 && !s.opts.WaitAOF {
+		return s.rdb, nil, nil
+	}
+	node, err := s.masterFor(ctx, s.keys.offsets(group))
+	if err != nil {
+		return nil, nil, err
+	}
+	conn = node.Conn()
+	return conn, conn, nil
+}
+
 // DeleteOffsets removes the committed offsets (canonical, sidecar, metadata) of the given partitions,
 // if the group's owner record names owner (see CommitOffsets); otherwise it returns ErrNotOwner.
 func (s *Store) DeleteOffsets(ctx context.Context, group, owner string, parts []OffsetCommit) error {
@@ -284,11 +295,22 @@ func (s *Store) DeleteOffsets(ctx context.Context, group, owner string, parts []
 	if err := s.destroyRedisGroups(ctx, group, fields); err != nil {
 		return err
 	}
-	if err := deleteOffsetsScript.Run(ctx, s.rdb, s.ownedKeys(group), args...).Err(); err != nil {
+	on, conn, err := s.groupScripter(ctx, group)
+	if err != nil {
+		return err
+	}
+	if conn != nil {
+		defer conn.Close()
+	}
+	if err := deleteOffsetsScript.Run(ctx, on, s.ownedKeys(group), args...).Err(); err != nil {
 		return ownerError(err)
 	}
+	var notDurable error
+	if conn != nil {
+		notDurable = s.waitDurable(ctx, conn) // deleted on the master: a failover now could bring them back
+	}
 	_ = s.destroyRedisGroups(ctx, group, fields)
-	return nil
+	return notDurable
 }
 
 // destroyRedisGroups destroys the Redis consumer group named group on each of the streams. A stream or
@@ -332,9 +354,20 @@ func (s *Store) DeleteGroup(ctx context.Context, group, owner string) error {
 	if err := s.destroyRedisGroups(ctx, group, s.streamFields(before)); err != nil {
 		return err
 	}
-	fields, err := deleteGroupScript.Run(ctx, s.rdb, s.ownedKeys(group), owner).StringSlice()
+	on, conn, err := s.groupScripter(ctx, group)
+	if err != nil {
+		return err
+	}
+	if conn != nil {
+		defer conn.Close()
+	}
+	fields, err := deleteGroupScript.Run(ctx, on, s.ownedKeys(group), owner).StringSlice()
 	if err != nil {
 		return ownerError(err)
+	}
+	var notDurable error
+	if conn != nil {
+		notDurable = s.waitDurable(ctx, conn) // deleted on the master: a failover now could bring them back
 	}
 	_ = s.destroyRedisGroups(ctx, group, s.streamFields(fields))
 	s.forgetIndexed(group)
@@ -344,7 +377,7 @@ func (s *Store) DeleteGroup(ctx context.Context, group, owner string) error {
 	if again, err := s.GroupExists(ctx, group); err == nil && again {
 		return s.rdb.SAdd(ctx, s.keys.groups(), group).Err()
 	}
-	return nil
+	return notDurable
 }
 
 // streamFields is the fields of an offsets hash that name kgate partition streams.
