@@ -30,10 +30,13 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 		st.Topic = rt.Topic
 		topic, terr := g.topics.get(ctx, rt.Topic)
 		// The topic's earliest and latest lookups are one Redis round trip, not one per partition (a
-		// lag tool asks for every partition of every topic).
+		// lag tool asks for every partition of every topic). The same round trip checks, after them,
+		// that the partitions of timestamp lookups still exist: a topic deleted through another
+		// gateway, while this one's view still lists it, is unknown rather than empty.
 		var (
 			ends  []int32
 			slots []int
+			asked []int64 // each one's timestamp
 		)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
@@ -51,24 +54,31 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 			case rp.Timestamp == -1 || rp.Timestamp == -2 || rp.Timestamp == -4:
 				ends = append(ends, rp.Partition)
 				slots = append(slots, len(st.Partitions))
-				sp.Timestamp = rp.Timestamp // for the fill below; answered as -1
+				asked = append(asked, rp.Timestamp)
 			default:
 				sp.ErrorCode = g.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp, &sp)
+				if sp.ErrorCode == 0 && rp.Partition < topic.PartitionMeta {
+					ends = append(ends, rp.Partition)
+					slots = append(slots, len(st.Partitions))
+					asked = append(asked, rp.Timestamp)
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		if len(ends) > 0 {
-			offs, err := g.store.PartitionOffsets(ctx, rt.Topic, ends)
+			offs, gone, err := g.store.KnownPartitionOffsets(ctx, rt.Topic, ends, topic.PartitionMeta)
 			for j, i := range slots {
 				sp := &st.Partitions[i]
-				latest := sp.Timestamp == -1
-				sp.Timestamp = -1
-				switch {
+				switch lookup := asked[j]; {
 				case err != nil:
 					sp.ErrorCode = errCode(err)
-				case latest:
+					sp.Offset, sp.Timestamp = -1, -1
+				case gone[j]:
+					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					sp.Offset, sp.Timestamp = -1, -1
+				case lookup == -1:
 					sp.Offset = offs[j].End
-				default:
+				case lookup == -2 || lookup == -4:
 					sp.Offset = offs[j].Start
 				}
 			}

@@ -57,3 +57,72 @@ func TestListOffsetsAsApacheRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestListOffsetsTopicDeletedElsewhere: a topic deleted through another gateway, while this one's
+// topic view still lists it, answers ListOffsets (every kind of lookup) and DeleteRecords with
+// UNKNOWN_TOPIC_OR_PARTITION, as Apache answers for a topic it no longer has, and as Fetch does here
+// (TestFetchTopicDeletedElsewhere). Its partitions' keys were gone, and the lookups answered an empty
+// partition's offsets (0 for earliest and latest: a consumer resetting there took them) and
+// DeleteRecords 0 or OFFSET_OUT_OF_RANGE.
+func TestListOffsetsTopicDeletedElsewhere(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	const name = "lo-deleted"
+	createTopic(t, store, name, 1)
+	appendValues(t, ctx, store, name, 0, 6, 10)
+	c := &conn{g: g}
+	list := func(ts int64) *kmsg.ListOffsetsResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version, req.ReplicaID = 8, -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = name
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		r, err := c.listOffsets(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &r.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	deleteRecords := func(offset int64) *kmsg.DeleteRecordsResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.Version, req.TimeoutMillis = 2, 5000
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = name
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Offset = offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		r, err := c.deleteRecords(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &r.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]
+	}
+	if sp := list(-1); sp.ErrorCode != 0 || sp.Offset != 6 {
+		t.Fatalf("before the delete: latest error %d, offset %d", sp.ErrorCode, sp.Offset)
+	}
+	if err := store.DeleteTopic(ctx, name); err != nil { // as another gateway does: this one's view still has it
+		t.Fatal(err)
+	}
+	if _, err := g.topics.get(ctx, name); err != nil {
+		t.Fatalf("the gateway's view lost the topic already (%v): the test needs it stale", err)
+	}
+	unknown := kerr.UnknownTopicOrPartition.Code
+	for _, ts := range []int64{-1, -2, -3, -4, 0} {
+		if sp := list(ts); sp.ErrorCode != unknown {
+			t.Errorf("ListOffsets %d after the delete: error %d, offset %d; want UNKNOWN_TOPIC_OR_PARTITION (%d)", ts, sp.ErrorCode, sp.Offset, unknown)
+		}
+	}
+	for _, off := range []int64{-1, 0, 3} {
+		if sp := deleteRecords(off); sp.ErrorCode != unknown {
+			t.Errorf("DeleteRecords %d after the delete: error %d, low watermark %d; want UNKNOWN_TOPIC_OR_PARTITION (%d)", off, sp.ErrorCode, sp.LowWatermark, unknown)
+		}
+	}
+	if keys, err := store.Client().Keys(ctx, "*"+name+"*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("keys of the deleted topic after the requests: %v, %v", keys, err)
+	}
+}

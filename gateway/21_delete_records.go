@@ -4,7 +4,9 @@ package gateway
 //
 // Moves a partition's log start offset to the requested offset (-1: the high watermark) and trims the
 // stream below it (XTRIM MINID). An offset beyond the high watermark -> OFFSET_OUT_OF_RANGE; a
-// request below the current log start offset changes nothing and answers the current one. The
+// request below the current log start offset changes nothing and answers the current one. A topic
+// deleted through another gateway while this one's topic view still lists it answers
+// UNKNOWN_TOPIC_OR_PARTITION (its partitions' meta hashes are gone), as Fetch does. The
 // request's timeout_ms bounds the whole request: the partitions are trimmed one after the other, and
 // with Redis stalled each would otherwise wait out a command timeout of its own.
 
@@ -35,7 +37,13 @@ func (c *conn) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest
 			case rp.Offset < -1:
 				sp.ErrorCode = kerr.OffsetOutOfRange.Code
 			default:
-				lw, err := g.store.DeleteRecords(ctx, rt.Topic, rp.Partition, rp.Offset)
+				del := g.store.DeleteRecords
+				if rp.Partition < topic.PartitionMeta {
+					// A topic deleted through another gateway, still in this one's view, is unknown,
+					// not an empty partition.
+					del = g.store.DeleteKnownRecords
+				}
+				lw, err := del(ctx, rt.Topic, rp.Partition, rp.Offset)
 				if err != nil {
 					sp.ErrorCode = errCode(err)
 					break

@@ -555,6 +555,15 @@ type Offsets struct {
 
 // PartitionOffsets returns the offsets of each partition of topic.
 func (s *Store) PartitionOffsets(ctx context.Context, topic string, partitions []int32) ([]Offsets, error) {
+	out, _, err := s.KnownPartitionOffsets(ctx, topic, partitions, 0)
+	return out, err
+}
+
+// KnownPartitionOffsets is PartitionOffsets for a topic whose partitions below known
+// (Topic.PartitionMeta) got their meta hash when they were created: gone[i] says that such a
+// partition has none, its topic deleted since the caller looked it up (PartitionOffsets would give it
+// an empty partition's offsets).
+func (s *Store) KnownPartitionOffsets(ctx context.Context, topic string, partitions []int32, known int32) (offs []Offsets, gone []bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
@@ -563,13 +572,15 @@ func (s *Store) PartitionOffsets(ctx context.Context, topic string, partitions [
 		cmds[i] = pipe.HMGet(ctx, s.keys.meta(topic, p), "next", "start")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]Offsets, len(partitions))
+	offs, gone = make([]Offsets, len(partitions)), make([]bool, len(partitions))
 	for i, c := range cmds {
-		out[i] = parseOffsets(c.Val())
+		var err error
+		offs[i], err = readOffsets(ReadRequest{KnownPartition: partitions[i] < known}, c.Val())
+		gone[i] = err != nil
 	}
-	return out, nil
+	return offs, gone, nil
 }
 
 func parseOffsets(v []any) Offsets {
@@ -1067,15 +1078,32 @@ func stringView(b []byte) string {
 // DeleteRecords moves the log start offset of a partition to before (-1: the high watermark) and
 // trims the stream. It returns the new log start offset, or ErrOffsetOutOfRange.
 func (s *Store) DeleteRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error) {
+	return s.deleteRecords(ctx, topic, partition, before, false)
+}
+
+// DeleteKnownRecords is DeleteRecords for a partition known to have a meta hash
+// (Topic.PartitionMeta): one that has none (its topic deleted since the caller looked it up) answers
+// ErrUnknownPartition, where DeleteRecords takes it for an empty partition.
+func (s *Store) DeleteKnownRecords(ctx context.Context, topic string, partition int32, before int64) (int64, error) {
+	return s.deleteRecords(ctx, topic, partition, before, true)
+}
+
+func (s *Store) deleteRecords(ctx context.Context, topic string, partition int32, before int64, known bool) (int64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	flag := 0
+	if known {
+		flag = 1
+	}
 	n, err := deleteRecordsScript.Run(ctx, s.rdb,
 		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition),
-			s.keys.bindex(topic, partition)}, before).Int64()
-	if err != nil {
+			s.keys.bindex(topic, partition)}, before, flag).Int64()
+	switch {
+	case err != nil:
 		return 0, err
-	}
-	if n < 0 {
+	case n == -2:
+		return 0, ErrUnknownPartition
+	case n < 0:
 		return 0, ErrOffsetOutOfRange
 	}
 	return n, nil

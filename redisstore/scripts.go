@@ -259,11 +259,14 @@ return {nxt, start, 0}
 // 10,000 points go per call; the next DeleteRecords or retention pass takes the rest. The bytes index
 // (bytes_index.go) loses its points below the log start offset the same way, the last kept: reads from
 // the log start offset measure from it.
-// KEYS: stream, meta, time index, bytes index. ARGV: new log start offset (-1: the high watermark).
-// Returns the new log start offset, or -1 when the offset is beyond the high watermark.
+// KEYS: stream, meta, time index, bytes index. ARGV: new log start offset (-1: the high watermark),
+// 1 when the partition must have a meta hash (Topic.PartitionMeta) else 0.
+// Returns the new log start offset, -1 when the offset is beyond the high watermark, or -2 when the
+// partition must have a meta hash and has none (its topic deleted).
 // XTRIM MINID needs Redis 6.2; older servers get an XRANGE + XDEL loop with the same effect.
 var deleteRecordsScript = redis.NewScript(`
 local m = redis.call('HMGET', KEYS[2], 'next', 'start')
+if ARGV[2] == '1' and not m[1] and not m[2] then return -2 end
 local nxt = tonumber(m[1]) or 0
 local start = tonumber(m[2]) or 0
 local want = tonumber(ARGV[1])
