@@ -266,9 +266,10 @@ func responseLimits(req *kmsg.FetchRequest) (maxBytes, minBytes int32) {
 //
 // A partition caught up at its last read takes nothing from the budget (a consumer's idle partitions
 // must not crowd out its busy ones), but records may have come since: each such partition reads at
-// most an equal share of max_bytes (at least one record), so a fetch over many partitions that all
-// got records meanwhile (a consumer back from a pause) reads about max_bytes from Redis, not each
-// partition's limit. What it leaves behind comes with the next fetch, sized by what this one saw.
+// most an equal share of max_bytes (at least one record while the caught-up partitions' reads come to
+// less than max_bytes; the first is always read), so a fetch over many partitions that all got records
+// meanwhile (a consumer back from a pause) reads about max_bytes from Redis, not each partition's limit
+// nor a record of each. What it leaves behind comes with the next fetch, sized by what this one saw.
 func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.ReadRequest {
 	reqs := make([]redisstore.ReadRequest, len(parts))
 	offsetOf := func(p *fetchPart) int64 {
@@ -288,6 +289,10 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 	}
 	left := int64(maxBytes)
 	taken := false // a partition before this one is expected to take records
+	// The caught-up partitions' reads come to max_bytes at most, their one record each included: a
+	// record of each of thousands of partitions, larger than their shares, read gigabytes for a
+	// response of max_bytes.
+	caughtLeft, caughtRead := int64(maxBytes), false
 	for i := range parts {
 		p := &parts[i]
 		offset := offsetOf(p)
@@ -302,6 +307,13 @@ func planReads(parts []fetchPart, maxBytes int32, fromNext bool) []redisstore.Re
 			expect = min(expect, max(end-offset, 0))
 			if end == offset {
 				count = min(count, max(int64(maxBytes)/caughtUp/size, 1))
+				if caughtLeft <= 0 && caughtRead {
+					count = 0
+				}
+				if count > 0 {
+					caughtLeft -= count * size
+					caughtRead = true
+				}
 			}
 		}
 		if expect > 0 {

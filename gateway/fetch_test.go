@@ -700,6 +700,94 @@ func TestPlanReadsCaughtUpShare(t *testing.T) {
 	}
 }
 
+// TestFetchManyCaughtUpPartitionsBounded: a fetch whose partitions were all caught up at their last
+// read, and each got a record larger than its equal share of max_bytes meanwhile (here 300 partitions,
+// a 64 KiB record each, a 1 MiB response), reads about max_bytes of them from Redis, not one record of
+// every partition: at one record each it read 19 MB for a 1 MiB answer, and with thousands of
+// partitions of 1 MB records a single fetch held gigabytes. The partitions left unread come with the
+// next fetches.
+func TestFetchManyCaughtUpPartitionsBounded(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	const name, partitions, valueSize = "caught-up-many", 300, 64 << 10
+	createTopic(t, store, name, partitions)
+	t.Cleanup(func() { forgetSizing(name) })
+	c := fetchConn(t, g)
+	fetchAll := func(offset int64, maxBytes int32) *kmsg.FetchResponse {
+		t.Helper()
+		req := fetchRequest(name, 0, offset, 1<<20, maxBytes)
+		for p := int32(1); p < partitions; p++ {
+			fetchAlso(req, p, offset)
+		}
+		resp, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.FetchResponse)
+	}
+	records := func(resp *kmsg.FetchResponse) (n int) {
+		for _, sp := range resp.Topics[0].Partitions {
+			if sp.ErrorCode != 0 {
+				t.Fatalf("partition %d: error %d", sp.Partition, sp.ErrorCode)
+			}
+			n += countRecords(sp.RecordBatches)
+		}
+		return n
+	}
+	for p := range int32(partitions) {
+		appendValues(t, ctx, store, name, p, 1, valueSize)
+	}
+	// Every partition read (its record size seen) and caught up at offset 1.
+	for p := range int32(partitions) {
+		if sp := fetchOne(t, ctx, c, fetchRequest(name, p, 0, 1<<20, 1<<20)); sp.ErrorCode != 0 || countRecords(sp.RecordBatches) != 1 {
+			t.Fatalf("partition %d: error %d, %d records; want its record", p, sp.ErrorCode, countRecords(sp.RecordBatches))
+		}
+	}
+	for p := range int32(partitions) {
+		appendValues(t, ctx, store, name, p, 1, valueSize)
+	}
+	sent := func() int64 {
+		t.Helper()
+		n, err := strconv.ParseInt(redisInfo(ctx, store, "stats", "total_net_output_bytes:"), 10, 64)
+		if err != nil {
+			t.Fatal("no total_net_output_bytes in INFO stats")
+		}
+		return n
+	}
+	before := sent()
+	n := records(fetchAll(1, 1<<20))
+	c.closeReadAhead() // waits for the read-ahead the fetch started, counted too
+	if n == 0 || n > (1<<20)/valueSize+1 {
+		t.Fatalf("1 MiB fetch at the tails: %d records of 64 KiB, want 1 to %d", n, (1<<20)/valueSize+1)
+	}
+	got, most := sent()-before, int64(6<<20)
+	t.Logf("Redis sent %d bytes", got)
+	if got > most {
+		t.Fatalf("Redis sent %d bytes for one 1 MiB fetch of %d caught-up partitions, want at most %d", got, partitions, most)
+	}
+	// The rest come with the next fetches, each from where the partition's last response ended.
+	offsets := make([]int64, partitions)
+	left := partitions
+	for fetches := 0; left > 0; fetches++ {
+		if fetches == 2*partitions/((1<<20)/valueSize) {
+			t.Fatalf("%d partitions still without their new record after %d fetches", left, fetches)
+		}
+		req := fetchRequest(name, 0, 1+offsets[0], 1<<20, 1<<20)
+		for p := int32(1); p < partitions; p++ {
+			fetchAlso(req, p, 1+offsets[p])
+		}
+		resp, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range resp.(*kmsg.FetchResponse).Topics[0].Partitions {
+			if n := countRecords(sp.RecordBatches); n > 0 && offsets[sp.Partition] == 0 {
+				offsets[sp.Partition] = int64(n)
+				left--
+			}
+		}
+	}
+}
+
 // TestFetchMaxBytes: max_bytes is capped as by Apache's fetch.max.bytes (55 MiB), and a max_bytes of 0
 // returns the first record alone (KIP-74) instead of every record; min_bytes is capped at max_bytes.
 func TestFetchMaxBytes(t *testing.T) {
