@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -146,7 +148,10 @@ func TestCreateTopicsApacheTopicConfigs(t *testing.T) {
 	for _, cc := range st.Configs {
 		got[cc.Name] = cc
 	}
-	for name, want := range apacheTopicConfigs {
+	// Reported as Apache reports a config's parsed value: a list's items joined by commas alone.
+	reported := maps.Clone(apacheTopicConfigs)
+	reported["follower.replication.throttled.replicas"] = "0:1,1:2"
+	for name, want := range reported {
 		if cc, ok := got[name]; !ok || cc.Value == nil || *cc.Value != want || cc.Source != 1 {
 			t.Errorf("CreateTopics answer for %s: %+v, want %q from DYNAMIC_TOPIC_CONFIG", name, cc, want)
 		}
@@ -167,7 +172,7 @@ func TestCreateTopicsApacheTopicConfigs(t *testing.T) {
 			described[cfg.Name] = *cfg.Value
 		}
 	}
-	for name, want := range apacheTopicConfigs {
+	for name, want := range reported {
 		if described[name] != want {
 			t.Errorf("DescribeConfigs %s = %q, want the override %q", name, described[name], want)
 		}
@@ -194,6 +199,45 @@ func TestCreateTopicsApacheTopicConfigs(t *testing.T) {
 	// Two configs kgate refused as unknown, alone (segment.index.bytes at Apache's minimum, 4).
 	if st := create("two-configs", map[string]string{"segment.index.bytes": "4", "message.timestamp.before.max.ms": "1000"}); st.ErrorCode != 0 {
 		t.Errorf("segment.index.bytes=4, message.timestamp.before.max.ms=1000: error %d", st.ErrorCode)
+	}
+}
+
+// TestCreateTopicsConfigValuesCleaned: config values are parsed as Apache parses them (surrounding
+// spaces dropped, a boolean's case ignored, a list's items trimmed), stored and reported clean, and
+// enforced: " LogAppendTime" makes the topic stamp log append time. They were refused INVALID_CONFIG.
+func TestCreateTopicsConfigValuesCleaned(t *testing.T) {
+	srv := redisServer(t)
+	store := openStoreAt(t, srv.Addr, redisstore.Options{})
+	g := New(Config{}, store, zerolog.Nop())
+	ctx, c := t.Context(), &conn{g: g}
+	given := map[string]string{"retention.ms": " 60000 ", "preallocate": "TRUE", "cleanup.policy": " delete ",
+		"message.timestamp.type": " LogAppendTime", "leader.replication.throttled.replicas": "0:1 , 0:2"}
+	want := map[string]string{"retention.ms": "60000", "preallocate": "true", "cleanup.policy": "delete",
+		"message.timestamp.type": "LogAppendTime", "leader.replication.throttled.replicas": "0:1,0:2"}
+	r, err := c.createTopics(ctx, createTopicReq("cleaned", given))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := r.(*kmsg.CreateTopicsResponse).Topics[0]; st.ErrorCode != 0 {
+		t.Fatalf("create: error %d: %v", st.ErrorCode, st.ErrorMessage)
+	}
+	topic, err := store.Topic(ctx, "cleaned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range want {
+		if topic.Configs[name] != v {
+			t.Errorf("stored %s = %q, want %q", name, topic.Configs[name], v)
+		}
+	}
+	if !g.logAppendTime(topic) {
+		t.Error("message.timestamp.type \" LogAppendTime\" not enforced")
+	}
+	if st := func() kmsg.CreateTopicsResponseTopic {
+		r, _ := c.createTopics(ctx, createTopicReq("still-bad", map[string]string{"preallocate": "yes"}))
+		return r.(*kmsg.CreateTopicsResponse).Topics[0]
+	}(); st.ErrorCode != kerr.InvalidConfig.Code {
+		t.Errorf("preallocate=yes: error %d, want INVALID_CONFIG", st.ErrorCode)
 	}
 }
 

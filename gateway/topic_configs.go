@@ -141,8 +141,16 @@ func messageFormatVersion(v string) error {
 	return nil
 }
 
-// validateTopicConfigs checks names and values; it returns the offending name with its error.
+// validateTopicConfigs checks names and values; it returns the offending name with its error. It first
+// cleans each known config's value in place as Apache parses it (ConfigDef.parseType): surrounding
+// spaces dropped, a boolean's case ignored, a list's items trimmed; the clean value is what is stored
+// and reported, as Apache reports a config's parsed value.
 func validateTopicConfigs(configs map[string]string) (string, error) {
+	for n, v := range configs {
+		if d, ok := topicConfigDefs[n]; ok {
+			configs[n] = cleanConfigValue(d.typ, v)
+		}
+	}
 	names := make([]string, 0, len(configs))
 	for n := range configs {
 		names = append(names, n)
@@ -194,4 +202,25 @@ func (g *Gateway) maxMessageBytes(t redisstore.Topic) int {
 func (g *Gateway) logAppendTime(t redisstore.Topic) bool {
 	v, _ := g.topicConfig(t, "message.timestamp.type")
 	return v == "LogAppendTime"
+}
+
+// cleanConfigValue is v as Apache parses a config of type typ before validating it.
+func cleanConfigValue(typ kmsg.ConfigType, v string) string {
+	v = strings.TrimSpace(v)
+	switch typ {
+	case kmsg.ConfigTypeBoolean:
+		if strings.EqualFold(v, "true") || strings.EqualFold(v, "false") {
+			return strings.ToLower(v)
+		}
+	case kmsg.ConfigTypeList:
+		if v == "" {
+			return v
+		}
+		items := strings.Split(v, ",")
+		for i := range items {
+			items[i] = strings.TrimSpace(items[i])
+		}
+		return strings.Join(items, ",")
+	}
+	return v
 }
