@@ -69,5 +69,6 @@
 //   - Replicas and AOF: with WaitReplicas every append reports ErrNotDurable (WAIT answers 0); with
 //     WaitAOF every append reports it too (no WAITAOF).
 //   - Persistence: the data lives as long as the Store.
-//   - Expiry: keys with a time to live (the groups' owner records) do not expire.
+//   - Expiry to the second: keys with a time to live (the groups' owner records) are counted down
+//     once a minute (embeddedExpiryTick).
 package redisstore

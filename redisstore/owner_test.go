@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +123,29 @@ func TestCommitOffsetsManyPartitions(t *testing.T) {
 		if got := mustCommitted(t, s, "wide-group"); len(got) != 0 {
 			t.Fatalf("%d partitions left after deleting all", len(got))
 		}
+	})
+}
+
+// TestEmbeddedKeysExpire: the embedded store counts key TTLs down with real time, as Redis does, so a
+// group's owner record (a day's TTL) goes in time there too; it kept every group ever claimed for the
+// life of the process.
+func TestEmbeddedKeysExpire(t *testing.T) {
+	s := openEmbedded(t)
+	ctx := t.Context()
+	if err := s.ClaimGroup(ctx, "g", "token"); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := s.Client().PTTL(ctx, s.OwnerKey("g")).Val(); ttl <= 0 {
+		t.Fatalf("owner record TTL %v, want one", ttl)
+	}
+	if err := s.Client().Set(ctx, "short", "v", 100*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.probes.Go(func() { s.expireEmbedded(20 * time.Millisecond) }) // Open's runs once a minute
+	checkFor(t, 5*time.Second, func() error {
+		if n := s.Client().Exists(ctx, "short").Val(); n != 0 {
+			return fmt.Errorf("a key past its TTL is still there")
+		}
+		return nil
 	})
 }

@@ -99,6 +99,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		s.embedded = m
 		addrs = []string{m.Addr()}
+		s.probes.Go(func() { s.expireEmbedded(embeddedExpiryTick) })
 	}
 	uo := &redis.UniversalOptions{
 		Addrs:                 addrs,
@@ -263,6 +264,27 @@ func (s *Store) Close() error {
 		s.embedded.Close()
 	}
 	return err
+}
+
+// embeddedExpiryTick is how often the embedded store's keys' TTLs are counted down.
+const embeddedExpiryTick = time.Minute
+
+// expireEmbedded counts the embedded store's key TTLs down with real time, every tick, until the store
+// closes: the embedded store does so only when told, and keys given a TTL (a group's owner record,
+// owner.go) would otherwise stay for the life of the process.
+func (s *Store) expireEmbedded(tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-s.probeCtx.Done():
+			return
+		case now := <-t.C:
+			s.embedded.FastForward(now.Sub(last))
+			last = now
+		}
+	}
 }
 
 // Ping checks Redis answers.
