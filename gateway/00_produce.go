@@ -13,8 +13,8 @@ package gateway
 // Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
 // batch larger than max.message.bytes, or decompressing past what is left of the request's budget
 // (kafka.max_frame_bytes for all its batches) -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
-// CORRUPT_MESSAGE; several batches or no records -> INVALID_RECORD; magic 0/1 ->
-// UNSUPPORTED_FOR_MESSAGE_FORMAT; acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
+// CORRUPT_MESSAGE; several batches, no records or magic 0/1 -> INVALID_RECORD (as Apache's
+// ProduceRequest validation answers them); acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
 // NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable; never success for a record not stored).
 //
 // Deviation: transactions are not supported; a transactional produce gets
@@ -310,7 +310,9 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	}
 	switch {
 	case errors.Is(err, protocol.ErrUnsupportedMagic):
-		return nil, 0, kerr.UnsupportedForMessageFormat.Code
+		// As Apache's ProduceRequest validation answers it from v3 (UNSUPPORTED_FOR_MESSAGE_FORMAT is
+		// for a topic whose message format is older than the batch's).
+		return nil, 0, kerr.InvalidRecord.Code
 	case errors.Is(err, protocol.ErrBatchTooLarge):
 		return nil, 0, kerr.MessageTooLarge.Code
 	case errors.Is(err, protocol.ErrBadCRC):
