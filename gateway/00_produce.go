@@ -13,8 +13,10 @@ package gateway
 // Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
 // batch larger than max.message.bytes, or decompressing past what is left of the request's budget
 // (kafka.max_frame_bytes for all its batches) -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
-// CORRUPT_MESSAGE; several batches or no records -> INVALID_RECORD; magic 0/1 ->
-// UNSUPPORTED_FOR_MESSAGE_FORMAT; acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
+// CORRUPT_MESSAGE; several batches, no records or magic 0/1 -> INVALID_RECORD (as Apache's
+// ProduceRequest validation answers them); a CreateTime timestamp outside the topic's
+// message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP with record_errors and error_message, as
+// LogValidator answers it; acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
 // NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable; never success for a record not stored).
 //
 // Deviation: transactions are not supported; a transactional produce gets
@@ -24,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -106,7 +109,7 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				// The request's batches take at most the largest frame accepted in memory beyond the
 				// frame, in all (decompressed, and as records): a request of a few kilobytes must not
 				// take gigabytes, whatever its partitions.
-				b, held, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, int(g.cfg.MaxFrameBytes)-j.held)
+				b, held, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, int(g.cfg.MaxFrameBytes)-j.held, &sp)
 				if code != 0 {
 					sp.ErrorCode = code
 					break
@@ -296,8 +299,10 @@ var errAcksZeroFailed = errors.New("gateway: acks=0 produce failed")
 const maxRecordHeaders = 1000
 
 // decodeProduceBatch validates and decodes one partition's records into a store batch, decompressing
-// them into at most budget bytes, and returns the bytes decompression took.
-func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64, budget int) (*redisstore.Batch, int, int16) {
+// them into at most budget bytes, and returns the bytes decompression took. Records it refuses one by
+// one (timestamps out of the topic's range) are listed in sp with its error message, as Apache's
+// LogValidator lists them.
+func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64, budget int, sp *kmsg.ProduceResponseTopicPartition) (*redisstore.Batch, int, int16) {
 	wire := wireRecordSlabs.Get().(*[]protocol.Record)
 	used := cap(*wire) // cleared in full unless the decode shows what it took
 	defer func() { putWireRecords(wire, used) }()
@@ -310,7 +315,9 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	}
 	switch {
 	case errors.Is(err, protocol.ErrUnsupportedMagic):
-		return nil, 0, kerr.UnsupportedForMessageFormat.Code
+		// As Apache's ProduceRequest validation answers it from v3 (UNSUPPORTED_FOR_MESSAGE_FORMAT is
+		// for a topic whose message format is older than the batch's).
+		return nil, 0, kerr.InvalidRecord.Code
 	case errors.Is(err, protocol.ErrBatchTooLarge):
 		return nil, 0, kerr.MessageTooLarge.Code
 	case errors.Is(err, protocol.ErrBadCRC):
@@ -339,6 +346,14 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 		}
 		nh += len(pb.Records[i].Headers)
 	}
+	logAppendTime := g.logAppendTime(t)
+	if before, after, bounded := timestampBounds(t); bounded && !logAppendTime {
+		if errs := timestampsOutOfRange(pb, now, before, after); errs != nil {
+			msg := "One or more records have been rejected due to invalid timestamp"
+			sp.ErrorRecords, sp.ErrorMessage = errs, &msg
+			return nil, 0, kerr.InvalidTimestamp.Code
+		}
+	}
 	b := &redisstore.Batch{
 		Topic:         topic,
 		Partition:     rp.Partition,
@@ -352,7 +367,7 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	if b.ProducerID < 0 {
 		b.ProducerID = -1
 	}
-	if g.logAppendTime(t) {
+	if logAppendTime {
 		b.LogAppendTime = now
 	}
 	headers := make([]redisstore.Header, 0, nh) // one allocation for every header of the batch
@@ -369,6 +384,29 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 		}
 	}
 	return b, pb.Decompressed + recordsHeld(len(b.Records), nh), 0
+}
+
+// timestampsOutOfRange lists the records of pb whose CreateTime timestamp is more than before ms
+// before now or more than after ms after it, as Apache's LogValidator refuses them (a record without a
+// timestamp, -1, passes): nil when there are none.
+func timestampsOutOfRange(pb *protocol.Batch, now, before, after int64) []kmsg.ProduceResponseTopicPartitionErrorRecord {
+	lo, hi := now-before, int64(math.MaxInt64) // now >= 0 and before >= 0: no overflow
+	if after < math.MaxInt64-now {
+		hi = now + after
+	}
+	var errs []kmsg.ProduceResponseTopicPartitionErrorRecord
+	for i := range pb.Records {
+		r := &pb.Records[i]
+		if ts := r.Timestamp; ts != -1 && (ts < lo || ts > hi) {
+			e := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			e.RelativeOffset = int32(i)
+			msg := fmt.Sprintf("Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
+				ts, pb.BaseOffset+int64(r.OffsetDelta), lo, hi)
+			e.ErrorMessage = &msg
+			errs = append(errs, e)
+		}
+	}
+	return errs
 }
 
 // recordsHeld is the memory a store batch's n records with nh headers in all take until the request

@@ -123,7 +123,7 @@ func TestProduceRecordsRecycled(t *testing.T) {
 		t.Helper()
 		rp := kmsg.NewProduceRequestTopicPartition()
 		rp.Records = raw
-		b, _, code := g.decodeProduceBatch("t", &rp, redisstore.Topic{}, 0, 1<<30)
+		b, _, code := g.decodeProduceBatch("t", &rp, redisstore.Topic{}, 0, 1<<30, &kmsg.ProduceResponseTopicPartition{})
 		if code != 0 {
 			t.Fatalf("error code %d", code)
 		}

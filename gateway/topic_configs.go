@@ -54,7 +54,8 @@ const maxInt64 = int64(^uint64(0) >> 1)
 // where kgate refuses what it cannot do: cleanup.policy=compact and remote.storage.enable=true (Apache
 // refuses the latter too on a broker without tiered storage). Configs not enforced are stored and
 // reported with Apache's defaults, for tools that set or read them (3.x's where 4.0 changed one:
-// message.timestamp.after.max.ms, an hour on 4.0, which kgate does not enforce either way).
+// message.timestamp.after.max.ms, an hour on 4.0: kgate, as 3.x, enforces it only where a topic sets
+// it, timestampBounds).
 var topicConfigDefs = map[string]topicConfigDef{
 	"cleanup.policy":                          {def: constant("delete"), validate: oneOf("delete"), typ: kmsg.ConfigTypeList, doc: "How old records go: \"delete\" removes them by age or size (kgate refuses \"compact\")."},
 	"compression.type":                        {def: constant("producer"), validate: oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), typ: kmsg.ConfigTypeString, doc: "Codec the broker stores batches with; \"producer\" keeps the producer's (kgate stores records uncompressed)."},
@@ -76,9 +77,9 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"unclean.leader.election.enable":          {def: constant("false"), validate: oneOf("true", "false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether a replica out of sync may become leader, at the cost of losing records."},
 	"leader.replication.throttled.replicas":   {def: constant(""), validate: throttledReplicas, typ: kmsg.ConfigTypeList, doc: "Replicas whose leader-side replication is throttled: partition:broker pairs, or *."},
 	"follower.replication.throttled.replicas": {def: constant(""), validate: throttledReplicas, typ: kmsg.ConfigTypeList, doc: "Replicas whose follower-side replication is throttled: partition:broker pairs, or *."},
-	"message.timestamp.difference.max.ms":     {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "Largest gap allowed between a CreateTime timestamp and the broker's clock (before 4.0)."},
-	"message.timestamp.before.max.ms":         {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "How far in the past a CreateTime timestamp may be."},
-	"message.timestamp.after.max.ms":          {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "How far in the future a CreateTime timestamp may be."},
+	"message.timestamp.difference.max.ms":     {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), enforced: true, typ: kmsg.ConfigTypeLong, doc: "Largest gap allowed between a CreateTime timestamp and the broker's clock (before 4.0)."},
+	"message.timestamp.before.max.ms":         {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), enforced: true, typ: kmsg.ConfigTypeLong, doc: "How far in the past a CreateTime timestamp may be."},
+	"message.timestamp.after.max.ms":          {def: constant(strconv.FormatInt(maxInt64, 10)), validate: intRange(0, maxInt64), enforced: true, typ: kmsg.ConfigTypeLong, doc: "How far in the future a CreateTime timestamp may be."},
 	"message.format.version":                  {def: constant("3.0-IV1"), validate: messageFormatVersion, typ: kmsg.ConfigTypeString, doc: "Record format version the broker writes (before 4.0)."},
 	"message.downconversion.enable":           {def: constant("true"), validate: oneOf("true", "false"), typ: kmsg.ConfigTypeBoolean, doc: "Whether records are converted for consumers that ask for an older format (before 4.0)."},
 	"delete.retention.ms":                     {def: constant("86400000"), validate: intRange(0, maxInt64), typ: kmsg.ConfigTypeLong, doc: "How long deletion markers stay in a compacted topic."},
@@ -197,6 +198,37 @@ func (g *Gateway) maxMessageBytes(t redisstore.Topic) int {
 		return int(g.cfg.MaxMessageBytes)
 	}
 	return n
+}
+
+// timestampBounds returns how far before and after the broker's clock a CreateTime record's
+// timestamp may be on t, and whether either is bounded: message.timestamp.before.max.ms and
+// message.timestamp.after.max.ms, each falling back to message.timestamp.difference.max.ms while it
+// is at its default (Long.MAX_VALUE), as Apache 3.6-3.9 take them. Only a topic's own overrides bound
+// anything: the gateway's defaults are Long.MAX_VALUE.
+func timestampBounds(t redisstore.Topic) (before, after int64, bounded bool) {
+	if len(t.Configs) == 0 {
+		return maxInt64, maxInt64, false
+	}
+	get := func(name string) int64 {
+		v, ok := t.Configs[name]
+		if !ok {
+			return maxInt64
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return maxInt64 // refused when the config was set: never here
+		}
+		return n
+	}
+	diff := get("message.timestamp.difference.max.ms")
+	before, after = get("message.timestamp.before.max.ms"), get("message.timestamp.after.max.ms")
+	if before == maxInt64 {
+		before = diff
+	}
+	if after == maxInt64 {
+		after = diff
+	}
+	return before, after, before != maxInt64 || after != maxInt64
 }
 
 func (g *Gateway) logAppendTime(t redisstore.Topic) bool {

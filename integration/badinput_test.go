@@ -126,7 +126,8 @@ func TestApiVersionsUnknownVersion(t *testing.T) {
 // retry), a truncated batch, one whose record count exceeds its records, one with bytes after its last
 // record and one whose records do not decompress are INVALID_RECORD (a retry would send the same bytes;
 // CORRUPT_MESSAGE kept an idempotent producer's partition stuck behind the batch until its delivery
-// timeout), as on Apache, an old message format is UNSUPPORTED_FOR_MESSAGE_FORMAT, a bad acks value is
+// timeout), as on Apache, and so is a batch of an old message format (magic 1: Apache's ProduceRequest
+// validation refuses any magic but 2 from v3 with INVALID_RECORD); a bad acks value is
 // INVALID_REQUIRED_ACKS; the good partition in the same request is stored, the bad ones store nothing,
 // and the connection stays usable.
 func TestProduceBadBatches(t *testing.T) {
@@ -168,7 +169,7 @@ func TestProduceBadBatches(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		c := dialRaw(t, g.Addr)
 		resp := roundTrip[*kmsg.ProduceResponse](c, 9, req)
-		want := []int16{0, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code, kerr.UnsupportedForMessageFormat.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code}
+		want := []int16{0, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code, kerr.InvalidRecord.Code}
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(want) {
 			t.Fatalf("produce response: %+v", resp.Topics)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/internal/redistest"
+	"github.com/kgate/kgate/protocol"
 )
 
 // Produce-path behaviour: max.message.bytes, LogAppendTime, idempotence over the wire, acks=0, produce
@@ -418,4 +419,87 @@ func produceAtOnce(c *rawConn, reqs []*kmsg.ProduceRequest, gap time.Duration) [
 		}
 	}
 	return out
+}
+
+// TestProduceTimestampBounds: on a CreateTime topic that sets message.timestamp.before.max.ms or
+// message.timestamp.after.max.ms (or, as on Apache 3.x, message.timestamp.difference.max.ms alone), a
+// batch with a record timestamped outside them is refused with INVALID_TIMESTAMP, its records listed in
+// record_errors with Apache's message and the error message Apache gives (v8+), and nothing of it is
+// stored; a record without a timestamp (-1) passes, and so does any timestamp on a LogAppendTime topic.
+// The bounds were stored and reported but not enforced: a producer with a clock in microseconds wrote
+// timestamps thousands of years ahead, which retention never reaches, so it kept the partition whole.
+// franz-go's producer fails the record with INVALID_TIMESTAMP.
+func TestProduceTimestampBounds(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		hour := kadm.StringPtr("3600000")
+		mustCreateTopics(t, ctx, adm, 2, map[string]*string{"message.timestamp.before.max.ms": hour, "message.timestamp.after.max.ms": kadm.StringPtr("60000")}, "bounded")
+		mustCreateTopics(t, ctx, adm, 1, map[string]*string{"message.timestamp.difference.max.ms": hour}, "difference")
+		mustCreateTopics(t, ctx, adm, 1, map[string]*string{"message.timestamp.before.max.ms": kadm.StringPtr("1000"), "message.timestamp.type": kadm.StringPtr("LogAppendTime")}, "stamped")
+		now := time.Now().UnixMilli()
+		batch := func(ts ...int64) []byte {
+			pb := protocol.Batch{PartitionLeaderEpoch: -1, FirstTimestamp: ts[0], MaxTimestamp: slices.Max(ts),
+				ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+			for i, s := range ts {
+				pb.Records = append(pb.Records, protocol.Record{OffsetDelta: int32(i), Timestamp: s, Value: []byte{byte('a' + i)}})
+			}
+			out, err := protocol.AppendCompressedBatch(nil, pb, protocol.CodecNone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		c := dialRaw(t, g.Addr)
+		xlen := func(topic string, p int) int64 {
+			t.Helper()
+			n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, topic, p)).Result()
+			if err != nil {
+				t.Fatalf("XLEN: %v", err)
+			}
+			return n
+		}
+
+		old, ahead := now-2*3600_000, now+3600_000 // two hours back, an hour ahead
+		sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("bounded", 0, -1, batch(now, old, ahead, -1))))
+		if sp.ErrorCode != kerr.InvalidTimestamp.Code || sp.BaseOffset != -1 {
+			t.Fatalf("records two hours back and an hour ahead: error %d base offset %d, want INVALID_TIMESTAMP and -1", sp.ErrorCode, sp.BaseOffset)
+		}
+		if sp.ErrorMessage == nil || *sp.ErrorMessage != "One or more records have been rejected due to invalid timestamp" {
+			t.Errorf("error message %v", sp.ErrorMessage)
+		}
+		var refused []int32
+		for _, e := range sp.ErrorRecords {
+			refused = append(refused, e.RelativeOffset)
+			if e.ErrorMessage == nil || !strings.Contains(*e.ErrorMessage, fmt.Sprintf("of message with offset %d is out of range. The timestamp should be within [", e.RelativeOffset)) {
+				t.Errorf("record %d: message %v", e.RelativeOffset, e.ErrorMessage)
+			}
+		}
+		if !slices.Equal(refused, []int32{1, 2}) {
+			t.Errorf("record errors for %v, want [1 2]", refused)
+		}
+		if n := xlen("bounded", 0); n != 0 {
+			t.Errorf("XLEN %d after the refused batch, want 0", n)
+		}
+		if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("bounded", 1, -1, batch(now, now-1800_000, now+30_000, -1)))); sp.ErrorCode != 0 || len(sp.ErrorRecords) != 0 {
+			t.Errorf("records within the bounds: error %d, record errors %v", sp.ErrorCode, sp.ErrorRecords)
+		}
+		if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("difference", 0, -1, batch(now, ahead+60_000)))); sp.ErrorCode != kerr.InvalidTimestamp.Code {
+			t.Errorf("two hours ahead with message.timestamp.difference.max.ms an hour: error %d, want INVALID_TIMESTAMP", sp.ErrorCode)
+		}
+		if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq("stamped", 0, -1, batch(old)))); sp.ErrorCode != 0 {
+			t.Errorf("an old timestamp on a LogAppendTime topic: error %d, want 0", sp.ErrorCode)
+		}
+		if got := []int64{xlen("bounded", 1), xlen("difference", 0), xlen("stamped", 0)}; !slices.Equal(got, []int64{4, 0, 1}) {
+			t.Errorf("XLEN %v, want [4 0 1]", got)
+		}
+
+		p := newClient(t, g, kgo.DefaultProduceTopic("bounded"))
+		err := p.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("late"), Timestamp: time.UnixMilli(old)}).FirstErr()
+		if !errors.Is(err, kerr.InvalidTimestamp) {
+			t.Errorf("franz-go, a record two hours back: %v, want INVALID_TIMESTAMP", err)
+		}
+		c.apiVersionsOK()
+	})
 }
