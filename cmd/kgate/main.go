@@ -29,6 +29,7 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg.Log)
+	redisstore.SetClientLog(func(msg string) { log.Warn().Str("detail", msg).Msg("redis client library") })
 	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {

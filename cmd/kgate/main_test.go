@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,5 +57,102 @@ func TestInitialRebalanceDelayZeroIsNone(t *testing.T) {
 	groups.InitialRebalanceDelay = 2 * time.Second
 	if got := coordinator.New(groupsConfig(groups)).Config().InitialRebalanceDelay; got != 2*time.Second {
 		t.Fatalf("configured 2s: the coordinator waits %v", got)
+	}
+}
+
+// runChild runs main in a child process (this test binary, re-run for the test named by run) with
+// args and the environment env, and returns its stdout, its stderr and its exit code.
+func runChild(t *testing.T, run string, args []string, env ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	if os.Getenv("KGATE_TEST_MAIN_CHILD") == "1" {
+		panic("runChild called in the child")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$")
+	cmd.Env = append(childEnv(), "KGATE_TEST_MAIN_CHILD=1", "KGATE_TEST_MAIN_ARGS="+strings.Join(args, "\x1f"))
+	cmd.Env = append(cmd.Env, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.Exited():
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("child: %v; stderr:\n%s", err, errOut.String())
+	}
+	return out.String(), errOut.String(), code
+}
+
+// childEnv is the test's environment without the developer's KGATE_* settings.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KGATE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// maybeRunMain runs main with the arguments runChild passed when this process is the child.
+func maybeRunMain() {
+	if os.Getenv("KGATE_TEST_MAIN_CHILD") != "1" {
+		return
+	}
+	os.Args = append([]string{"kgate"}, strings.Split(os.Getenv("KGATE_TEST_MAIN_ARGS"), "\x1f")...)
+	main()
+	os.Exit(0)
+}
+
+// closedPort returns a 127.0.0.1 address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// jsonLines returns the log lines of out, each decoded, failing on one that is not a JSON object (a
+// log.format json consumer cannot parse it).
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("log line is not JSON (log.format json): %q", line)
+			continue
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// TestStartRedisUnreachable: a Redis refusing connections at start ends kgate with exit code 1 and
+// one error line naming the address, and every line it wrote is JSON, the Redis client library's
+// own messages included.
+func TestStartRedisUnreachable(t *testing.T) {
+	maybeRunMain()
+	redis := closedPort(t)
+	stdout, stderr, code := runChild(t, "TestStartRedisUnreachable",
+		[]string{"--redis.addrs", redis, "--kafka.listen", "127.0.0.1:0", "--admin.listen="})
+	if code != 1 {
+		t.Errorf("exit code %d, want 1; stderr:\n%s", code, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q, want nothing (the log goes to stderr)", stdout)
+	}
+	lines := jsonLines(t, stderr)
+	if len(lines) == 0 || lines[len(lines)-1]["level"] != "error" ||
+		!strings.Contains(fmt.Sprint(lines[len(lines)-1]["error"]), redis) {
+		t.Errorf("last log line is not an error naming %s; stderr:\n%s", redis, stderr)
 	}
 }
