@@ -129,12 +129,20 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, opts.DialTimeout+opts.CommandTimeout)
 	defer cancel()
+	// The client library reads a reply until its deadline whatever becomes of ctx: a caller giving up
+	// (a gateway told to stop while it starts) closes the client instead, which ends the read.
+	stopClosing := context.AfterFunc(ctx, func() { _ = s.rdb.Close() })
 	if err := s.rdb.Ping(pctx).Err(); err != nil {
+		stopClosing()
 		s.Close()
 		return nil, fmt.Errorf("redisstore: ping %s: %w", strings.Join(addrs, ","), err)
 	}
 	if s.embedded == nil {
 		s.probe(pctx)
+	}
+	if !stopClosing() { // ctx ended: the client is closed, maybe under the probe
+		s.Close()
+		return nil, fmt.Errorf("redisstore: open: %w", context.Cause(ctx))
 	}
 	return s, nil
 }

@@ -39,6 +39,14 @@ func main() {
 }
 
 func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
+	// A signal while starting ends the start-up, which is then a requested stop, not a failure.
+	startFailed := func(err error) error {
+		if ctx.Err() != nil {
+			log.Info().AnErr("start", err).Msg("kgate stopped before serving")
+			return nil
+		}
+		return err
+	}
 	store, err := redisstore.Open(ctx, redisstore.Options{
 		Addrs: cfg.Redis.Addrs, Cluster: cfg.Redis.Cluster, Username: cfg.Redis.Username,
 		Password: cfg.Redis.Password, DB: cfg.Redis.DB, Namespace: cfg.Redis.Namespace,
@@ -47,7 +55,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		WaitTimeout: cfg.Redis.WaitTimeout,
 	})
 	if err != nil {
-		return err
+		return startFailed(err)
 	}
 	defer store.Close()
 	if store.Embedded() {
@@ -89,7 +97,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		Groups:                groupsConfig(cfg.Groups),
 	}, store, log)
 	if err := g.Listen(ctx); err != nil {
-		return err
+		return startFailed(err)
 	}
 	ev := log.Info().Str("kafka", g.Addr().String()).Str("advertised", g.AdvertisedAddr()).Int32("node_id", cfg.Node.ID).
 		Str("append_mode", store.AppendMode())

@@ -156,3 +156,68 @@ func TestStartRedisUnreachable(t *testing.T) {
 		t.Errorf("last log line is not an error naming %s; stderr:\n%s", redis, stderr)
 	}
 }
+
+// TestSignalDuringStartStops: a SIGTERM while kgate is still starting (here: waiting for a Redis that
+// accepted the connection and never answers) stops it at once, as a requested stop: exit code 0, no
+// error line. It used to wait out the Redis timeouts (dial + command: a minute here) and then exit 1.
+func TestSignalDuringStartStops(t *testing.T) {
+	maybeRunMain()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	defer func() {
+		for len(accepted) > 0 {
+			(<-accepted).Close()
+		}
+	}()
+	args := []string{"--redis.addrs", ln.Addr().String(), "--redis.dial_timeout", "1m", "--redis.command_timeout", "1m",
+		"--kafka.listen", "127.0.0.1:0", "--admin.listen="}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSignalDuringStartStops$")
+	cmd.Env = append(childEnv(), "KGATE_TEST_MAIN_CHILD=1", "KGATE_TEST_MAIN_ARGS="+strings.Join(args, "\x1f"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case c := <-accepted:
+		accepted <- c
+	case err := <-exited:
+		t.Fatalf("kgate exited before connecting to Redis: %v; stderr:\n%s", err, stderr.String())
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("kgate did not connect to Redis within 10 s")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-exited:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("kgate still starting 10 s after SIGTERM; stderr:\n%s", stderr.String())
+	}
+	if err != nil {
+		t.Errorf("kgate stopped during start: %v, want exit code 0; stderr:\n%s", err, stderr.String())
+	}
+	for _, line := range jsonLines(t, stderr.String()) {
+		if line["level"] == "error" {
+			t.Errorf("error logged for a requested stop: %v", line)
+		}
+	}
+}
