@@ -133,7 +133,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// (a gateway told to stop while it starts) closes the client instead, which ends the read.
 	stopClosing := context.AfterFunc(ctx, func() { _ = s.rdb.Close() })
 	if err := s.rdb.Ping(pctx).Err(); err != nil {
-		stopClosing()
+		if !stopClosing() { // closed under the ping
+			err = context.Cause(ctx)
+		}
 		s.Close()
 		return nil, fmt.Errorf("redisstore: ping %s: %w", strings.Join(addrs, ","), err)
 	}
