@@ -139,6 +139,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("redisstore: ping %s: %w", strings.Join(addrs, ","), err)
 	}
+	if s.embedded == nil && !opts.Cluster {
+		if err := s.checkNotClusterNode(pctx); err != nil {
+			stopClosing()
+			s.Close()
+			return nil, fmt.Errorf("%w: %s", err, addrs[0])
+		}
+	}
 	if s.embedded == nil {
 		s.probe(pctx)
 	}
@@ -147,6 +154,21 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: open: %w", context.Cause(ctx))
 	}
 	return s, nil
+}
+
+// checkNotClusterNode returns ErrClusterNode when the server says it is a Redis Cluster node. A
+// server that does not answer INFO (an ACL without it) passes: nothing is known against it.
+func (s *Store) checkNotClusterNode(ctx context.Context) error {
+	txt, err := s.rdb.Info(ctx, "cluster").Result()
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(txt, "\n") {
+		if strings.TrimSpace(line) == "cluster_enabled:1" {
+			return ErrClusterNode
+		}
+	}
+	return nil
 }
 
 // probeRetryInterval is how long appends take a slower path after the server's version could not be

@@ -54,6 +54,9 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		PoolSize: cfg.Redis.PoolSize, WaitReplicas: cfg.Redis.WaitReplicas, WaitAOF: cfg.Redis.WaitAOF,
 		WaitTimeout: cfg.Redis.WaitTimeout,
 	})
+	if errors.Is(err, redisstore.ErrClusterNode) {
+		err = fmt.Errorf("redis.addrs is a Redis Cluster node: set redis.cluster (%w)", err)
+	}
 	if err != nil {
 		return startFailed(err)
 	}
