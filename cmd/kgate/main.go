@@ -140,7 +140,10 @@ func newLogger(c configs.Log) zerolog.Logger {
 	}
 	var log zerolog.Logger
 	if c.Format == "console" {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
+		// Colours only on a terminal: in a file or a log collector the escapes would be stored as text.
+		fi, err := os.Stderr.Stat()
+		noColor := err != nil || fi.Mode()&os.ModeCharDevice == 0
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339, NoColor: noColor})
 	} else {
 		log = zerolog.New(os.Stderr)
 	}

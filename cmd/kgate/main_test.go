@@ -221,3 +221,17 @@ func TestSignalDuringStartStops(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleLogWithoutTerminal: log.format console writes no colour escapes where stderr is no
+// terminal (a file, a pipe to a log collector), where they would be stored as text.
+func TestConsoleLogWithoutTerminal(t *testing.T) {
+	maybeRunMain()
+	_, stderr, code := runChild(t, "TestConsoleLogWithoutTerminal",
+		[]string{"--log.format", "console", "--redis.addrs", closedPort(t), "--kafka.listen", "127.0.0.1:0", "--admin.listen="})
+	if code != 1 || !strings.Contains(stderr, "kgate stopped") {
+		t.Fatalf("exit code %d, want 1 with the error logged; stderr:\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "\x1b[") {
+		t.Errorf("colour escapes written to a pipe:\n%q", stderr)
+	}
+}
