@@ -10,8 +10,10 @@
 //     absent; no file if both are empty. Unknown keys are errors, and so is
 //     a number or bool where a string is expected (password: 0123 would read
 //     as 83): quote it. So are a bool where an integer is expected, a number
-//     where a bool is, and a key with no value (idle_timeout: alone would read
-//     as 0, never); a section with no keys (kafka: alone) sets nothing.
+//     where a bool is, a key with no value (idle_timeout: alone would read
+//     as 0, never) and an empty string for a key other than text or a list
+//     (autocreate: "" would read as false); a section with no keys (kafka:
+//     alone) sets nothing.
 //  3. KGATE_* environment variables. The key's dots and underscores both
 //     become '_' and the name is upper-cased: kafka.max_frame_bytes is
 //     KGATE_KAFKA_MAX_FRAME_BYTES. Reading back, only the first '_' after

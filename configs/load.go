@@ -422,15 +422,23 @@ func numberLiterals(root *yamlv3.Node) map[string]string {
 // number or bool: YAML reads an unquoted 0123 as 83, 0x1F as 31, 1e3 as 1000
 // and true as a bool, and weak typing would then store "83", "31", "1000" or
 // "1": not the text written, and not what the same text in a KGATE_*
-// variable gives. Likewise an integer key refuses a bool (true as 1) and a
-// bool key a number (0 as false). The message leaves the value out, as the
-// key may be redis.password.
+// variable gives. Likewise an integer key refuses a bool (true as 1), a
+// bool key a number (0 as false), and a key other than text or a list an
+// empty string ("" as false). The message leaves the value out, as the key
+// may be redis.password.
 func checkScalar(path string, f field, val any) error {
 	if val == nil {
 		return keyErr(f.key, "no value: give one or remove the key in %s", path)
 	}
 	var kind string
-	switch val.(type) {
+	switch v := val.(type) {
+	case string:
+		// Weak typing reads "" as false, as the environment's empty value, which it refuses; only text
+		// and lists have an empty value.
+		if v == "" && f.typ.Kind() != reflect.String && f.typ.Kind() != reflect.Slice {
+			return keyErr(f.key, "empty value: give one or remove the key in %s", path)
+		}
+		return nil
 	case bool:
 		kind = "bool"
 	case int, int64, uint64, float64:

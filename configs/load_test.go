@@ -309,6 +309,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "yaml bool without value", yaml: "topics:\n  autocreate:\n", wantKey: "topics.autocreate", wantMsg: "no value"},
 		{name: "yaml int without value", yaml: "node:\n  id: ~\n", wantKey: "node.id", wantMsg: "no value"},
 		{name: "yaml string without value", yaml: "admin:\n  listen: null\n", wantKey: "admin.listen", wantMsg: "no value"},
+		// Weak typing read a quoted empty string as false, where an empty variable is refused.
+		{name: "yaml empty string bool", yaml: "topics:\n  autocreate: \"\"\n", wantKey: "topics.autocreate", wantMsg: "empty"},
 		// Weak typing read an empty variable as false or 0.
 		{name: "empty bool from env", env: []string{"KGATE_TOPICS_AUTOCREATE="}, wantKey: "topics.autocreate", wantMsg: "KGATE_TOPICS_AUTOCREATE is empty"},
 		{name: "empty int from env", env: []string{"KGATE_NODE_ID="}, wantKey: "node.id", wantMsg: "KGATE_NODE_ID is empty"},

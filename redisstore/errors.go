@@ -23,6 +23,9 @@ var (
 	ErrUnknownProducer    = errors.New("redisstore: unknown producer id")
 	ErrNodeIDInUse        = errors.New("redisstore: node id in use by a live gateway")
 	ErrTooManyHeaders     = errors.New("redisstore: record has too many headers") // MaxRecordHeaders
+	// ErrClusterNode: Open without Options.Cluster reached a Redis Cluster node, which holds only some
+	// of the slots: keys of the others would be refused (MOVED), partition by partition.
+	ErrClusterNode = errors.New("redisstore: server is a Redis Cluster node; open it as a cluster")
 	// ErrNotDurable: the configured replicas or AOF fsync did not confirm a write in time. The write
 	// itself happened (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 	ErrNotDurable = errors.New("redisstore: write not confirmed by replicas in time")

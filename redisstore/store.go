@@ -129,14 +129,46 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, opts.DialTimeout+opts.CommandTimeout)
 	defer cancel()
+	// The client library reads a reply until its deadline whatever becomes of ctx: a caller giving up
+	// (a gateway told to stop while it starts) closes the client instead, which ends the read.
+	stopClosing := context.AfterFunc(ctx, func() { _ = s.rdb.Close() })
 	if err := s.rdb.Ping(pctx).Err(); err != nil {
+		if !stopClosing() { // closed under the ping
+			err = context.Cause(ctx)
+		}
 		s.Close()
 		return nil, fmt.Errorf("redisstore: ping %s: %w", strings.Join(addrs, ","), err)
+	}
+	if s.embedded == nil && !opts.Cluster {
+		if err := s.checkNotClusterNode(pctx); err != nil {
+			stopClosing()
+			s.Close()
+			return nil, fmt.Errorf("%w: %s", err, addrs[0])
+		}
 	}
 	if s.embedded == nil {
 		s.probe(pctx)
 	}
+	if !stopClosing() { // ctx ended: the client is closed, maybe under the probe
+		s.Close()
+		return nil, fmt.Errorf("redisstore: open: %w", context.Cause(ctx))
+	}
 	return s, nil
+}
+
+// checkNotClusterNode returns ErrClusterNode when the server says it is a Redis Cluster node. A
+// server that does not answer INFO (an ACL without it) passes: nothing is known against it.
+func (s *Store) checkNotClusterNode(ctx context.Context) error {
+	txt, err := s.rdb.Info(ctx, "cluster").Result()
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(txt, "\n") {
+		if strings.TrimSpace(line) == "cluster_enabled:1" {
+			return ErrClusterNode
+		}
+	}
+	return nil
 }
 
 // probeRetryInterval is how long appends take a slower path after the server's version could not be

@@ -29,6 +29,7 @@ func main() {
 		os.Exit(2)
 	}
 	log := newLogger(cfg.Log)
+	redisstore.SetClientLog(func(msg string) { log.Warn().Str("detail", msg).Msg("redis client library") })
 	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {
@@ -38,6 +39,14 @@ func main() {
 }
 
 func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
+	// A signal while starting ends the start-up, which is then a requested stop, not a failure.
+	startFailed := func(err error) error {
+		if ctx.Err() != nil {
+			log.Info().AnErr("start", err).Msg("kgate stopped before serving")
+			return nil
+		}
+		return err
+	}
 	store, err := redisstore.Open(ctx, redisstore.Options{
 		Addrs: cfg.Redis.Addrs, Cluster: cfg.Redis.Cluster, Username: cfg.Redis.Username,
 		Password: cfg.Redis.Password, DB: cfg.Redis.DB, Namespace: cfg.Redis.Namespace,
@@ -45,8 +54,11 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		PoolSize: cfg.Redis.PoolSize, WaitReplicas: cfg.Redis.WaitReplicas, WaitAOF: cfg.Redis.WaitAOF,
 		WaitTimeout: cfg.Redis.WaitTimeout,
 	})
+	if errors.Is(err, redisstore.ErrClusterNode) {
+		err = fmt.Errorf("redis.addrs is a Redis Cluster node: set redis.cluster (%w)", err)
+	}
 	if err != nil {
-		return err
+		return startFailed(err)
 	}
 	defer store.Close()
 	if store.Embedded() {
@@ -88,7 +100,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		Groups:                groupsConfig(cfg.Groups),
 	}, store, log)
 	if err := g.Listen(ctx); err != nil {
-		return err
+		return startFailed(err)
 	}
 	ev := log.Info().Str("kafka", g.Addr().String()).Str("advertised", g.AdvertisedAddr()).Int32("node_id", cfg.Node.ID).
 		Str("append_mode", store.AppendMode())
@@ -128,7 +140,10 @@ func newLogger(c configs.Log) zerolog.Logger {
 	}
 	var log zerolog.Logger
 	if c.Format == "console" {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339})
+		// Colours only on a terminal: in a file or a log collector the escapes would be stored as text.
+		fi, err := os.Stderr.Stat()
+		noColor := err != nil || fi.Mode()&os.ModeCharDevice == 0
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339, NoColor: noColor})
 	} else {
 		log = zerolog.New(os.Stderr)
 	}
