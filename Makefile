@@ -10,6 +10,7 @@ all: build
 build:
 	$(GO) build -o bin/kgate ./cmd/kgate
 	$(GO) build -o bin/kgate-bench ./cmd/kgate-bench
+	$(GO) build -o bin/kgate-probe ./cmd/kgate-probe
 
 run:
 	$(GO) run ./cmd/kgate

@@ -397,10 +397,36 @@ func checkAdvertised(key, addr string) error {
 		return err
 	}
 	host, _, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	ip := net.ParseIP(host)
+	switch {
+	case ip != nil && ip.IsUnspecified():
 		return keyErr(key, "unspecified host in %q cannot be dialled by clients", addr)
+	case ip == nil && !isHostname(host):
+		// Told to every client as is (Metadata, FindCoordinator): a typo here ("a b", a stray space
+		// from the environment) would only show as clients failing to connect.
+		return keyErr(key, "host %q is neither an IP address nor a DNS name", host)
 	}
 	return nil
+}
+
+// isHostname reports whether h is a DNS name: dot-separated labels of letters, digits, '-' and '_' (which
+// container and service names use), each 1-63 bytes, 253 in all, a final dot allowed.
+func isHostname(h string) bool {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func splitHostPort(key, addr string, minPort int) (host string, port int, err error) {
