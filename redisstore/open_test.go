@@ -3,10 +3,11 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kgate/kgate/internal/redistest"
 )
 
 // TestOpenClusterNodeAsStandalone: a Redis Cluster node opened as a single server is refused, naming
@@ -36,39 +37,19 @@ func TestOpenClusterNodeAsStandalone(t *testing.T) {
 // TestOpenEndsWithItsContext: Open gives up when its context ends, even while the server holds its
 // reply back (the client library reads until its own deadline, here a minute past the dial's).
 func TestOpenEndsWithItsContext(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c // never answered
-		}
-	}()
-	defer func() {
-		for len(accepted) > 0 {
-			(<-accepted).Close()
-		}
-	}()
+	silent := redistest.StartSilent(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		s, err := Open(ctx, Options{Addrs: []string{ln.Addr().String()}, DialTimeout: time.Minute, CommandTimeout: time.Minute})
+		s, err := Open(ctx, Options{Addrs: []string{silent.Addr}, DialTimeout: time.Minute, CommandTimeout: time.Minute})
 		if err == nil {
 			s.Close()
 		}
 		done <- err
 	}()
 	select {
-	case c := <-accepted:
-		accepted <- c
+	case <-silent.Accepted:
 	case err := <-done:
 		t.Fatalf("Open returned before connecting: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kgate/kgate/configs"
 	"github.com/kgate/kgate/coordinator"
+	"github.com/kgate/kgate/internal/redistest"
 )
 
 // TestSecondSignalKills: the first SIGTERM starts the graceful shutdown (signalContext is done); a
@@ -162,27 +163,8 @@ func TestStartRedisUnreachable(t *testing.T) {
 // error line. It used to wait out the Redis timeouts (dial + command: a minute here) and then exit 1.
 func TestSignalDuringStartStops(t *testing.T) {
 	maybeRunMain()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c // held open, never answered
-		}
-	}()
-	defer func() {
-		for len(accepted) > 0 {
-			(<-accepted).Close()
-		}
-	}()
-	args := []string{"--redis.addrs", ln.Addr().String(), "--redis.dial_timeout", "1m", "--redis.command_timeout", "1m",
+	silent := redistest.StartSilent(t)
+	args := []string{"--redis.addrs", silent.Addr, "--redis.dial_timeout", "1m", "--redis.command_timeout", "1m",
 		"--kafka.listen", "127.0.0.1:0", "--admin.listen="}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSignalDuringStartStops$")
 	cmd.Env = append(childEnv(), "KGATE_TEST_MAIN_CHILD=1", "KGATE_TEST_MAIN_ARGS="+strings.Join(args, "\x1f"))
@@ -194,8 +176,7 @@ func TestSignalDuringStartStops(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	select {
-	case c := <-accepted:
-		accepted <- c
+	case <-silent.Accepted:
 	case err := <-exited:
 		t.Fatalf("kgate exited before connecting to Redis: %v; stderr:\n%s", err, stderr.String())
 	case <-time.After(10 * time.Second):
@@ -205,6 +186,7 @@ func TestSignalDuringStartStops(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	select {
 	case err = <-exited:
 	case <-time.After(10 * time.Second):
