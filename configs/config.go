@@ -373,7 +373,11 @@ func (c Cluster) ParsePeers() ([]Peer, error) {
 // checkListen accepts a bindable host:port: the host may be empty or
 // unspecified and the port may be 0 (any free port, for tests).
 func checkListen(key, addr string) error {
-	_, _, err := splitHostPort(key, addr, 0)
+	host, _, err := splitHostPort(key, addr, 0)
+	if err == nil && host != "" && net.ParseIP(host) == nil && !isHostname(host) {
+		// Found out only at bind, after Redis was reached.
+		return keyErr(key, "host %q is neither an IP address nor a DNS name", host)
+	}
 	return err
 }
 

@@ -75,6 +75,8 @@ func TestValidate(t *testing.T) {
 		{"listen empty", func(c *Config) { c.Kafka.Listen = "" }, "kafka.listen", "missing port"},
 		{"listen port range", func(c *Config) { c.Kafka.Listen = "h:65536" }, "kafka.listen", "port"},
 		{"listen named port", func(c *Config) { c.Kafka.Listen = "h:kafka" }, "kafka.listen", "port"},
+		{"listen bad host", func(c *Config) { c.Kafka.Listen = "a b:9092" }, "kafka.listen", "neither an IP address nor a DNS name"},
+		{"admin listen bad host", func(c *Config) { c.Admin.Listen = "127.0.0.1 :8080" }, "admin.listen", "neither"},
 		{"advertised unspecified", func(c *Config) { c.Kafka.Advertised = "0.0.0.0:9092" }, "kafka.advertised", "unspecified"},
 		{"advertised no host", func(c *Config) { c.Kafka.Advertised = ":9092" }, "kafka.advertised", "missing host"},
 		{"advertised host with a space", func(c *Config) { c.Kafka.Advertised = "a b:9092" }, "kafka.advertised", "neither an IP address nor a DNS name"},
