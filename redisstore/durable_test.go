@@ -45,13 +45,19 @@ func startReplicated(t *testing.T) (master, replica *redistest.Server) {
 	return master, replica
 }
 
+// replicatedStores starts a master with a replica of its own (startReplicated) and opens s, waiting for
+// that replica on the master, and onReplica, reading the replica's copy of the same keys.
+func replicatedStores(t *testing.T) (master, replica *redistest.Server, s, onReplica *Store) {
+	t.Helper()
+	master, replica = startReplicated(t)
+	s = openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
+	return master, replica, s, openStore(t, Options{Addrs: []string{replica.Addr}, Namespace: s.Namespace()})
+}
+
 func TestDurableAppendStandalone(t *testing.T) {
 	t.Parallel()
-	master, replica := startReplicated(t)
-	ctx := t.Context()
-	s := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
-	ns := s.Namespace() // every store below works on the same keys
-	onReplica := openStore(t, Options{Addrs: []string{replica.Addr}, Namespace: ns})
+	master, replica, s, onReplica := replicatedStores(t)
+	ctx, ns := t.Context(), s.Namespace() // every store below works on the same keys
 	mustCreateTopic(t, s, "dur", 3)
 
 	// Confirmed by the replica: when Append returns, the replica holds the records.
@@ -181,11 +187,8 @@ func TestDurableAppendCluster(t *testing.T) {
 // was told were stored.
 func TestDurableCommitStandalone(t *testing.T) {
 	t.Parallel()
-	master, replica := startReplicated(t)
-	ctx := t.Context()
-	s := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
-	ns := s.Namespace()
-	onReplica := openStore(t, Options{Addrs: []string{replica.Addr}, Namespace: ns})
+	master, replica, s, onReplica := replicatedStores(t)
+	ctx, ns := t.Context(), s.Namespace() // every store below works on the same keys
 	mustCreateTopic(t, s, "durcommit", 2)
 	commits := []OffsetCommit{{Topic: "durcommit", Partition: 0, Offset: 5}, {Topic: "durcommit", Partition: 1, Offset: 7}}
 	for i, err := range s.CommitOffsets(ctx, "g", "", commits, time.Now()) {
@@ -331,11 +334,8 @@ func TestDurableAOF(t *testing.T) {
 // waited for, and a failover right after it could bring the offsets back.
 func TestDurableDeleteStandalone(t *testing.T) {
 	t.Parallel()
-	master, replica := startReplicated(t)
-	ctx := t.Context()
-	s := openStore(t, Options{Addrs: []string{master.Addr}, WaitReplicas: 1, WaitTimeout: 5 * time.Second})
-	ns := s.Namespace()
-	onReplica := openStore(t, Options{Addrs: []string{replica.Addr}, Namespace: ns})
+	master, replica, s, onReplica := replicatedStores(t)
+	ctx, ns := t.Context(), s.Namespace() // every store below works on the same keys
 	mustCreateTopic(t, s, "durdel", 2)
 	commits := []OffsetCommit{{Topic: "durdel", Partition: 0, Offset: 5}, {Topic: "durdel", Partition: 1, Offset: 7}}
 	for _, group := range []string{"g", "stalled"} {

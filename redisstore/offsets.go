@@ -64,34 +64,16 @@ func (s *Store) CommitOffsets(ctx context.Context, group, owner string, commits 
 	// With WaitReplicas or WaitAOF a commit, like an append, is confirmed by WAIT / WAITAOF on the
 	// connection that wrote it (Apache acknowledges a commit once the offsets topic's in-sync replicas
 	// have it): a failover right after would otherwise lose commits the group was told were stored.
-	on, conn, err := s.groupScripter(ctx, group)
+	// One script, in place of the MULTI of three hash writes per partition it replaces: the same round
+	// trip, with the owner check in the same step. Stored on the master but not confirmed beyond it
+	// (notDurable), the client is told to commit again (below); the groups index and the streams'
+	// consumer groups are still updated: the offsets are there.
+	_, notDurable, err := s.writeOwned(ctx, group, commitOffsetsScript, s.commitArgs(owner, commits, now)...)
 	if err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
-	}
-	if conn != nil {
-		defer conn.Close()
-	}
-	// One script, in place of the MULTI of three hash writes per partition it replaces: the same round
-	// trip, with the owner check in the same step.
-	if err := ownerError(commitOffsetsScript.Run(ctx, on, s.ownedKeys(group), s.commitArgs(owner, commits, now)...).Err()); err != nil {
-		if conn != nil && redis.HasErrorPrefix(err, "MOVED") {
-			// The node client does not redirect: the group's slot moved, and the next commit should
-			// find its new master without waiting for the periodic reload of the slot map.
-			s.RefreshTopology(ctx)
-		}
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	var notDurable error
-	if conn != nil {
-		// Stored on the master, maybe not beyond it: the client is told to commit again (below). The
-		// groups index and the streams' consumer groups are still updated: the offsets are there.
-		notDurable = s.waitDurable(ctx, conn)
 	}
 	pipe := s.rdb.Pipeline()
 	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: one
@@ -257,19 +239,32 @@ func parseSidecar(raw string) (offset, ms int64) {
 	return off, ts
 }
 
-// groupScripter is where group's offsets are written: the client, or with WaitReplicas or WaitAOF a
-// connection of its own to the group's master (conn, for the caller to close), as WAIT / WAITAOF
-// confirm only the writes of the connection they run on.
-func (s *Store) groupScripter(ctx context.Context, group string) (on redis.Scripter, conn *redis.Conn, err error) {
+// writeOwned runs script, one of owner.go's writes of group's offsets (its keys ownedKeys, args from
+// the owner on), and returns its answer. err is its failure, ErrNotOwner for the owner check's refusal.
+// With WaitReplicas or WaitAOF it runs on a connection of its own to the group's master, as WAIT /
+// WAITAOF confirm only the writes of the connection they run on, and waits there: notDurable reports
+// a write done on the master that its replicas (or AOF) did not confirm, which a failover could undo.
+func (s *Store) writeOwned(ctx context.Context, group string, script *redis.Script, args ...any) (answer *redis.Cmd, notDurable, err error) {
 	if s.opts.WaitReplicas == 0 && !s.opts.WaitAOF {
-		return s.rdb, nil, nil
+		answer = script.Run(ctx, s.rdb, s.ownedKeys(group), args...)
+		return answer, nil, ownerError(answer.Err())
 	}
 	node, err := s.masterFor(ctx, s.keys.offsets(group))
 	if err != nil {
 		return nil, nil, err
 	}
-	conn = node.Conn()
-	return conn, conn, nil
+	conn := node.Conn()
+	defer conn.Close()
+	answer = script.Run(ctx, conn, s.ownedKeys(group), args...)
+	if err := answer.Err(); err != nil {
+		if redis.HasErrorPrefix(err, "MOVED") {
+			// The node client does not redirect: the group's slot moved, and the next write should
+			// find its new master without waiting for the periodic reload of the slot map.
+			s.RefreshTopology(ctx)
+		}
+		return nil, nil, ownerError(err)
+	}
+	return answer, s.waitDurable(ctx, conn), nil
 }
 
 // DeleteOffsets removes the committed offsets (canonical, sidecar, metadata) of the given partitions,
@@ -295,19 +290,9 @@ func (s *Store) DeleteOffsets(ctx context.Context, group, owner string, parts []
 	if err := s.destroyRedisGroups(ctx, group, fields); err != nil {
 		return err
 	}
-	on, conn, err := s.groupScripter(ctx, group)
+	_, notDurable, err := s.writeOwned(ctx, group, deleteOffsetsScript, args...)
 	if err != nil {
 		return err
-	}
-	if conn != nil {
-		defer conn.Close()
-	}
-	if err := deleteOffsetsScript.Run(ctx, on, s.ownedKeys(group), args...).Err(); err != nil {
-		return ownerError(err)
-	}
-	var notDurable error
-	if conn != nil {
-		notDurable = s.waitDurable(ctx, conn) // deleted on the master: a failover now could bring them back
 	}
 	_ = s.destroyRedisGroups(ctx, group, fields)
 	return notDurable
@@ -354,21 +339,11 @@ func (s *Store) DeleteGroup(ctx context.Context, group, owner string) error {
 	if err := s.destroyRedisGroups(ctx, group, s.streamFields(before)); err != nil {
 		return err
 	}
-	on, conn, err := s.groupScripter(ctx, group)
+	deleted, notDurable, err := s.writeOwned(ctx, group, deleteGroupScript, owner)
 	if err != nil {
 		return err
 	}
-	if conn != nil {
-		defer conn.Close()
-	}
-	fields, err := deleteGroupScript.Run(ctx, on, s.ownedKeys(group), owner).StringSlice()
-	if err != nil {
-		return ownerError(err)
-	}
-	var notDurable error
-	if conn != nil {
-		notDurable = s.waitDurable(ctx, conn) // deleted on the master: a failover now could bring them back
-	}
+	fields, _ := deleted.StringSlice()
 	_ = s.destroyRedisGroups(ctx, group, s.streamFields(fields))
 	s.forgetIndexed(group)
 	if err := s.rdb.SRem(ctx, s.keys.groups(), group).Err(); err != nil {

@@ -263,20 +263,14 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 		s.reprobe()
 	}
 	out := make([]AppendResult, len(batches))
-	if !slices.ContainsFunc(batches, refuseHeaders) {
+	if !slices.ContainsFunc(batches, func(b *Batch) bool { return tooManyHeaders(b) != nil }) {
 		s.appendTo(ctx, batches, out)
 		return out
 	}
 	var kept []*Batch
 	var at []int
 	for i, b := range batches {
-		for j := range b.Records {
-			if n := len(b.Records[j].Headers); n > MaxRecordHeaders {
-				out[i].Err = fmt.Errorf("%w: record %d of %s/%d has %d, at most %d", ErrTooManyHeaders, j, b.Topic, b.Partition, n, MaxRecordHeaders)
-				break
-			}
-		}
-		if out[i].Err == nil {
+		if out[i].Err = tooManyHeaders(b); out[i].Err == nil {
 			kept, at = append(kept, b), append(at, i)
 		}
 	}
@@ -297,9 +291,15 @@ func (s *Store) Append(ctx context.Context, batches []*Batch) []AppendResult {
 // path and server, so a batch means the same everywhere.
 const MaxRecordHeaders = 2000
 
-// refuseHeaders reports whether b has a record of more than MaxRecordHeaders headers.
-func refuseHeaders(b *Batch) bool {
-	return slices.ContainsFunc(b.Records, func(r Record) bool { return len(r.Headers) > MaxRecordHeaders })
+// tooManyHeaders refuses b (ErrTooManyHeaders) if it has a record of more than MaxRecordHeaders
+// headers.
+func tooManyHeaders(b *Batch) error {
+	for j := range b.Records {
+		if n := len(b.Records[j].Headers); n > MaxRecordHeaders {
+			return fmt.Errorf("%w: record %d of %s/%d has %d, at most %d", ErrTooManyHeaders, j, b.Topic, b.Partition, n, MaxRecordHeaders)
+		}
+	}
+	return nil
 }
 
 // appendTo is Append of batches that passed its checks, into out.
