@@ -36,6 +36,7 @@ type conn struct {
 	// outBufs are pooled buffers the response being answered points into (a fetch's record
 	// batches), handed back once the response is written.
 	outBufs []*[]byte
+	parts   [][]byte // the pieces of the fetch response being written, kept for the next
 	// ahead is the read-ahead for the next fetch (read_ahead.go); aheadWG tracks its reads.
 	ahead   *readAhead
 	specs   []*readAhead // reads for coming fetches from guesses, the nearest first (speculate)
@@ -507,14 +508,37 @@ func (c *conn) answer(hdr protocol.RequestHeader, start time.Time, resp kmsg.Res
 	return c.write(hdr, resp)
 }
 
-// write encodes into a pooled buffer, so an idle connection holds no output buffer.
+// write encodes into a pooled buffer, so an idle connection holds no output buffer. A fetch response's
+// large record sets are written from the buffers encodeFetch put them in, not copied into the frame
+// (protocol.AppendFetchParts).
 func (c *conn) write(hdr protocol.RequestHeader, resp kmsg.Response) error {
-	bufp := getBuf(responseSizeHint(resp))
+	if fr, ok := resp.(*kmsg.FetchResponse); ok {
+		return c.writeFetch(hdr, fr)
+	}
+	bufp := getBuf(0)
 	out := protocol.AppendResponse((*bufp)[:0], hdr.CorrelationID, resp)
 	bytesOut(len(out))
 	err := c.writeAll(out)
 	putBuf(bufp, out)
 	c.releaseOutBufs()
+	return err
+}
+
+// writeFetch writes a fetch response as protocol.AppendFetchParts lays it out, then hands back the
+// buffers its record sets were in.
+func (c *conn) writeFetch(hdr protocol.RequestHeader, resp *kmsg.FetchResponse) error {
+	defer c.releaseOutBufs()
+	bufp := getBuf(fetchHeadSizeHint(resp))
+	out, parts := protocol.AppendFetchParts((*bufp)[:0], c.parts[:0], hdr.CorrelationID, resp)
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	bytesOut(n)
+	err := c.writeParts(parts)
+	clear(parts)
+	c.parts = parts[:0]
+	putBuf(bufp, out)
 	return err
 }
 
@@ -540,20 +564,58 @@ func (c *conn) writeAll(out []byte) error {
 	return nil
 }
 
-// responseSizeHint is about the encoded size of a fetch response (0 for other responses), so its
-// buffer comes from a class large enough not to be grown (and copied) while encoding.
-func responseSizeHint(resp kmsg.Response) int {
-	fr, ok := resp.(*kmsg.FetchResponse)
-	if !ok {
-		return 0
+// writeParts writes the pieces of a frame in order, as writeAll writes one: at most writeChunk bytes
+// under one write deadline.
+func (c *conn) writeParts(parts [][]byte) error {
+	d := c.g.cfg.IdleTimeout
+	if d <= 0 {
+		bufs := net.Buffers(parts)
+		_, err := bufs.WriteTo(c.nc)
+		return err
 	}
+	for len(parts) > 0 {
+		// Take whole pieces up to writeChunk bytes, or the first writeChunk bytes of a larger one.
+		var chunk net.Buffers
+		n := 0
+		for len(parts) > 0 && n < writeChunk {
+			p := parts[0]
+			if take := writeChunk - n; len(p) > take {
+				chunk = append(chunk, p[:take])
+				parts[0] = p[take:]
+				n += take
+				break
+			}
+			chunk = append(chunk, p)
+			parts = parts[1:]
+			n += len(p)
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(d))
+		if _, err := chunk.WriteTo(c.nc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetchHeadSizeHint is about the encoded size of what a fetch response's frame holds beside its large
+// record sets, so its buffer comes from a class large enough not to be grown (and copied) while
+// encoding.
+func fetchHeadSizeHint(fr *kmsg.FetchResponse) int {
 	n := 64
 	for i := range fr.Topics {
 		t := &fr.Topics[i]
 		n += 32 + len(t.Topic)
 		for j := range t.Partitions {
-			n += 64 + len(t.Partitions[j].RecordBatches)
+			n += 64 + markerOr(len(t.Partitions[j].RecordBatches))
 		}
+	}
+	return n
+}
+
+// markerOr is what a record set of n bytes adds to the frame's own buffer (protocol.AppendFetchParts).
+func markerOr(n int) int {
+	if n >= protocol.MinFetchPart {
+		return 32 // its marker, then its real length
 	}
 	return n
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/protocol"
@@ -603,4 +605,69 @@ func TestFetchWokenByDuplicate(t *testing.T) {
 			t.Fatalf("fetched %v", got)
 		}
 	})
+}
+
+// TestFetchLargeRecordSets: record sets of 16 KiB and more are written from the buffers they were
+// encoded in, beside the frame kmsg encodes (protocol.AppendFetchParts). franz-go reads back every
+// record of three partitions of such sets, byte for byte, at its newest Fetch version (flexible, by
+// topic ID) and at Fetch v8 (before flexible versions), with write deadlines per chunk and without.
+func TestFetchLargeRecordSets(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		idle time.Duration
+		max  *kversion.Versions
+	}{
+		{"newest", 0, nil},
+		{"v8", 0, kversion.V2_0_0()},
+		{"no-idle-timeout", -1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := startGateway(t, backends()[0], gatewayOpts{mutate: func(c *gateway.Config) { c.IdleTimeout = tc.idle }})
+			ctx := testCtx(t, 60*time.Second)
+			mustCreateTopics(t, ctx, newAdmin(t, g), 3, nil, "large")
+			p := newClient(t, g, kgo.DefaultProduceTopic("large"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			want := map[int32][]*kgo.Record{}
+			for i := range 300 {
+				part := int32(i % 3)
+				value := make([]byte, 1000+i*37%3000)
+				for j := range value {
+					value[j] = byte(i*7 + j)
+				}
+				r := &kgo.Record{Partition: part, Key: fmt.Appendf(nil, "k%d", i), Value: value,
+					Headers: []kgo.RecordHeader{{Key: "h", Value: fmt.Appendf(nil, "%d", i)}}}
+				want[part] = append(want[part], r)
+				p.Produce(ctx, r, nil)
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			opts := []kgo.Opt{kgo.ConsumeTopics("large"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200 * time.Millisecond)}
+			if tc.max != nil {
+				opts = append(opts, kgo.MaxVersions(tc.max))
+			}
+			c := newClient(t, g, opts...)
+			got := map[int32][]*kgo.Record{}
+			for n := 0; n < 300; {
+				fs := c.PollFetches(ctx)
+				if err := fs.Err(); err != nil {
+					t.Fatalf("poll after %d records: %v", n, err)
+				}
+				fs.EachRecord(func(r *kgo.Record) { got[r.Partition] = append(got[r.Partition], r); n++ })
+			}
+			for part, ws := range want {
+				gs := got[part]
+				if len(gs) != len(ws) {
+					t.Fatalf("partition %d: %d records, want %d", part, len(gs), len(ws))
+				}
+				for i, w := range ws {
+					g := gs[i]
+					if g.Offset != int64(i) || !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) ||
+						len(g.Headers) != 1 || !bytes.Equal(g.Headers[0].Value, w.Headers[0].Value) {
+						t.Fatalf("partition %d record %d: offset %d key %q, %d value bytes; want offset %d key %q, %d bytes", part, i, g.Offset, g.Key, len(g.Value), i, w.Key, len(w.Value))
+					}
+				}
+			}
+		})
+	}
 }
