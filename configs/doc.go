@@ -13,7 +13,8 @@
 //     where a bool is, a key with no value (idle_timeout: alone would read
 //     as 0, never) and an empty string for a key other than text or a list
 //     (autocreate: "" would read as false); a section with no keys (kafka:
-//     alone) sets nothing.
+//     alone) sets nothing. The file holds one YAML document: a second one
+//     that sets anything (after a "---" line) is refused, not ignored.
 //  3. KGATE_* environment variables. The key's dots and underscores both
 //     become '_' and the name is upper-cased: kafka.max_frame_bytes is
 //     KGATE_KAFKA_MAX_FRAME_BYTES. Reading back, only the first '_' after
