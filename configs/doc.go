@@ -43,6 +43,11 @@
 //
 //	configs: kafka.listen: missing port in address "x"
 //
+// Durations other than a 0 that means never or none are at least 1ms, as
+// Kafka and Redis count whole milliseconds (WAIT's timeout of 0 blocks);
+// kafka.idle_timeout is at least 1s, kafka.producer_id_expiration 1m and
+// cluster.heartbeat_interval 100ms (config.go says why).
+//
 // Tests may build Config literals (start from Default()) and call Validate.
 //
 // # Advertised address
