@@ -354,6 +354,21 @@ func (k Kafka) AdvertisedAddr(bound string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// AdvertisesLoopback reports whether AdvertisedAddr replaces an unspecified
+// listen host with 127.0.0.1: kafka.advertised is empty and kafka.listen
+// takes connections on every interface, from hosts that cannot dial it.
+func (k Kafka) AdvertisesLoopback() bool {
+	if k.Advertised != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(k.Listen)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
+}
+
 // Peer is one entry of cluster.peers.
 type Peer struct {
 	ID   int32

@@ -56,5 +56,6 @@
 // Kafka.AdvertisedAddr derives it from the bound listener address with an
 // unspecified host (0.0.0.0, ::, "") replaced by 127.0.0.1, which only suits
 // clients on the same host; set it explicitly for anything else, and per
-// gateway when several share a namespace.
+// gateway when several share a namespace. Kafka.AdvertisesLoopback reports
+// that case, which cmd/kgate warns of at start when Redis is configured.
 package configs
