@@ -37,10 +37,10 @@ type Kafka struct {
 	Advertised     string        `koanf:"advertised" help:"host:port told to clients in Metadata; empty = listen address with an unspecified host replaced by 127.0.0.1"`
 	MaxFrameBytes  int32         `koanf:"max_frame_bytes" help:"largest request frame accepted; a larger one closes the connection"`
 	MaxConnections int           `koanf:"max_connections" help:"most client connections at once; 0 = unlimited"`
-	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection when no byte of a request arrives, and none of an answer is taken, for this long (Apache's connections.max.idle.ms); 0 = never"`
+	IdleTimeout    time.Duration `koanf:"idle_timeout" help:"close a client connection when no byte of a request arrives, and none of an answer is taken, for this long (Apache's connections.max.idle.ms); 0 = never, else at least 1s"`
 	// ProducerIDExpiration drops an idempotent producer's state in a partition it sent nothing to for
 	// this long.
-	ProducerIDExpiration time.Duration `koanf:"producer_id_expiration" help:"drop an idempotent producer's state in a partition it has not written to for this long (Apache's producer.id.expiration.ms); 0 = never"`
+	ProducerIDExpiration time.Duration `koanf:"producer_id_expiration" help:"drop an idempotent producer's state in a partition it has not written to for this long (Apache's producer.id.expiration.ms); 0 = never, else at least 1m"`
 	TailCacheBytes       int64         `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
 }
 
@@ -92,7 +92,7 @@ type Groups struct {
 
 // Cluster configures how gateways sharing a namespace find each other.
 type Cluster struct {
-	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" help:"how often this gateway refreshes its registration in Redis"`
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval" help:"how often this gateway refreshes its registration in Redis; at least 100ms"`
 	NodeTimeout       time.Duration `koanf:"node_timeout" help:"a gateway silent this long is dropped from Metadata"`
 	Peers             []string      `koanf:"peers" help:"static id@host:port gateway list (comma-separated in env and flags); empty = discover through Redis"`
 }
@@ -148,6 +148,22 @@ func Default() Config {
 	}
 }
 
+// The least value of each duration key, 0 aside where it means never or none. Kafka and Redis count
+// time in whole milliseconds (session timeouts, WAIT's timeout, the node timeout in the registration
+// script), so no duration is below 1ms; some keys need more:
+const (
+	// A long poll ends at the idle timeout (the read loop alone notices a client gone): below the
+	// 0.5-5 s clients ask a fetch to wait, each poll would end early and come straight back.
+	minIdleTimeout = time.Second
+	// A producer retries a batch whose answer it did not get after its request timeout (30 s by
+	// default): its state dropped meanwhile, the retry of a stored batch is stored again.
+	minProducerIDExpiration = time.Minute
+	// Each interval writes the registration, reads every gateway's with the interval as its timeout
+	// and, on a cluster, reloads the slot map: a few round trips to Redis, which a shorter interval
+	// would repeat in a loop.
+	minHeartbeatInterval = 100 * time.Millisecond
+)
+
 // KeyError is a problem with the value of one key. Load and Validate return
 // KeyErrors (joined with errors.Join when there are several).
 type KeyError struct {
@@ -171,9 +187,15 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			add(keyErr(key, "must be > 0, got %v", d))
+	atLeast := func(key string, d, least time.Duration) {
+		if d < least {
+			add(keyErr(key, "must be at least %v, got %v", least, d))
+		}
+	}
+	// zeroOr is atLeast for a key whose 0 means never or none (what zero says).
+	zeroOr := func(key string, d, least time.Duration, zero string) {
+		if d != 0 && d < least {
+			add(keyErr(key, "must be 0 (%s) or at least %v, got %v", zero, least, d))
 		}
 	}
 
@@ -192,12 +214,8 @@ func (c Config) Validate() error {
 		add(keyErr("kafka.max_frame_bytes", "%d is smaller than topics.max_message_bytes (%d)",
 			c.Kafka.MaxFrameBytes, c.Topics.MaxMessageBytes))
 	}
-	if c.Kafka.IdleTimeout < 0 {
-		add(keyErr("kafka.idle_timeout", "must be >= 0 (0 = never), got %v", c.Kafka.IdleTimeout))
-	}
-	if c.Kafka.ProducerIDExpiration < 0 {
-		add(keyErr("kafka.producer_id_expiration", "must be >= 0 (0 = never), got %v", c.Kafka.ProducerIDExpiration))
-	}
+	zeroOr("kafka.idle_timeout", c.Kafka.IdleTimeout, minIdleTimeout, "never")
+	zeroOr("kafka.producer_id_expiration", c.Kafka.ProducerIDExpiration, minProducerIDExpiration, "never")
 	if c.Kafka.TailCacheBytes < 0 {
 		add(keyErr("kafka.tail_cache_bytes", "must be >= 0 (0 = off), got %d", c.Kafka.TailCacheBytes))
 	}
@@ -220,8 +238,8 @@ func (c Config) Validate() error {
 	} else if c.Redis.DB != 0 && c.Redis.Cluster {
 		add(keyErr("redis.db", "must be 0 with redis.cluster (Redis Cluster has only database 0), got %d", c.Redis.DB))
 	}
-	positive("redis.dial_timeout", c.Redis.DialTimeout)
-	positive("redis.command_timeout", c.Redis.CommandTimeout)
+	atLeast("redis.dial_timeout", c.Redis.DialTimeout, time.Millisecond)
+	atLeast("redis.command_timeout", c.Redis.CommandTimeout, time.Millisecond)
 	if c.Redis.PoolSize < 0 {
 		add(keyErr("redis.pool_size", "must be >= 0 (0 = go-redis default), got %d", c.Redis.PoolSize))
 	}
@@ -239,7 +257,8 @@ func (c Config) Validate() error {
 	if c.Redis.Password != "" && len(c.Redis.Addrs) == 0 {
 		add(keyErr("redis.password", "requires redis.addrs (the embedded store has no password)"))
 	}
-	positive("redis.wait_timeout", c.Redis.WaitTimeout)
+	// WAIT and WAITAOF take whole milliseconds, and 0 there blocks until the command timeout.
+	atLeast("redis.wait_timeout", c.Redis.WaitTimeout, time.Millisecond)
 	// An acks=-1 append runs its script, then WAIT and WAITAOF, each blocking up to wait_timeout, all
 	// within one command_timeout: waits that can fill it time the produce out instead of answering
 	// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
@@ -272,9 +291,7 @@ func (c Config) Validate() error {
 	default:
 		add(keyErr("log.format", "must be json or console, got %q", c.Log.Format))
 	}
-	if c.Log.SlowRequest < 0 {
-		add(keyErr("log.slow_request", "must be >= 0 (0 = never), got %v", c.Log.SlowRequest))
-	}
+	zeroOr("log.slow_request", c.Log.SlowRequest, time.Millisecond, "never")
 
 	if c.Topics.Partitions < 1 {
 		add(keyErr("topics.partitions", "must be >= 1, got %d", c.Topics.Partitions))
@@ -289,16 +306,14 @@ func (c Config) Validate() error {
 		add(keyErr("topics.max_message_bytes", "must be > 0, got %d", c.Topics.MaxMessageBytes))
 	}
 
-	if c.Groups.InitialRebalanceDelay < 0 {
-		add(keyErr("groups.initial_rebalance_delay", "must be >= 0 (0 = none), got %v", c.Groups.InitialRebalanceDelay))
-	}
-	positive("groups.min_session_timeout", c.Groups.MinSessionTimeout)
+	zeroOr("groups.initial_rebalance_delay", c.Groups.InitialRebalanceDelay, time.Millisecond, "none")
+	atLeast("groups.min_session_timeout", c.Groups.MinSessionTimeout, time.Millisecond)
 	if c.Groups.MaxSessionTimeout < c.Groups.MinSessionTimeout {
 		add(keyErr("groups.max_session_timeout", "%v is below groups.min_session_timeout (%v)",
 			c.Groups.MaxSessionTimeout, c.Groups.MinSessionTimeout))
 	}
 
-	positive("cluster.heartbeat_interval", c.Cluster.HeartbeatInterval)
+	atLeast("cluster.heartbeat_interval", c.Cluster.HeartbeatInterval, minHeartbeatInterval)
 	if c.Cluster.NodeTimeout <= c.Cluster.HeartbeatInterval {
 		add(keyErr("cluster.node_timeout", "%v must exceed cluster.heartbeat_interval (%v)",
 			c.Cluster.NodeTimeout, c.Cluster.HeartbeatInterval))
@@ -337,6 +352,21 @@ func (k Kafka) AdvertisedAddr(bound string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// AdvertisesLoopback reports whether AdvertisedAddr replaces an unspecified
+// listen host with 127.0.0.1: kafka.advertised is empty and kafka.listen
+// takes connections on every interface, from hosts that cannot dial it.
+func (k Kafka) AdvertisesLoopback() bool {
+	if k.Advertised != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(k.Listen)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
 }
 
 // Peer is one entry of cluster.peers.

@@ -56,6 +56,15 @@ func TestValidate(t *testing.T) {
 			c.Redis.WaitAOF = true
 		}, "", ""},
 		{"slow request off", func(c *Config) { c.Log.SlowRequest = 0 }, "", ""},
+		{"idle timeout off", func(c *Config) { c.Kafka.IdleTimeout = 0 }, "", ""},
+		{"producer ids kept", func(c *Config) { c.Kafka.ProducerIDExpiration = 0 }, "", ""},
+		{"least durations", func(c *Config) {
+			c.Kafka.IdleTimeout, c.Kafka.ProducerIDExpiration = time.Second, time.Minute
+			c.Redis.DialTimeout, c.Redis.CommandTimeout, c.Redis.WaitTimeout = time.Millisecond, 3*time.Millisecond, time.Millisecond
+			c.Log.SlowRequest = time.Millisecond
+			c.Groups.InitialRebalanceDelay, c.Groups.MinSessionTimeout = time.Millisecond, time.Millisecond
+			c.Cluster.HeartbeatInterval, c.Cluster.NodeTimeout = 100*time.Millisecond, 101*time.Millisecond
+		}, "", ""},
 		{"two waits within command timeout", func(c *Config) {
 			c.Redis.Addrs = []string{"redis:6379"}
 			c.Redis.WaitReplicas, c.Redis.WaitAOF = 1, true
@@ -87,7 +96,10 @@ func TestValidate(t *testing.T) {
 		{"frame below message", func(c *Config) { c.Kafka.MaxFrameBytes = 1000 }, "kafka.max_frame_bytes", "topics.max_message_bytes"},
 		{"connections", func(c *Config) { c.Kafka.MaxConnections = -1 }, "kafka.max_connections", ">= 0"},
 		{"tail cache", func(c *Config) { c.Kafka.TailCacheBytes = -1 }, "kafka.tail_cache_bytes", ">= 0"},
-		{"idle timeout", func(c *Config) { c.Kafka.IdleTimeout = -time.Second }, "kafka.idle_timeout", ">= 0"},
+		{"idle timeout", func(c *Config) { c.Kafka.IdleTimeout = -time.Second }, "kafka.idle_timeout", "0 (never) or at least 1s"},
+		{"idle timeout too short", func(c *Config) { c.Kafka.IdleTimeout = time.Nanosecond }, "kafka.idle_timeout", "0 (never) or at least 1s, got 1ns"},
+		{"producer id expiration negative", func(c *Config) { c.Kafka.ProducerIDExpiration = -time.Hour }, "kafka.producer_id_expiration", "0 (never) or at least 1m0s"},
+		{"producer id expiration too short", func(c *Config) { c.Kafka.ProducerIDExpiration = 59 * time.Second }, "kafka.producer_id_expiration", "at least 1m0s, got 59s"},
 		{"redis addr", func(c *Config) { c.Redis.Addrs = []string{"redis"} }, "redis.addrs", "missing port"},
 		{"redis addr host", func(c *Config) { c.Redis.Addrs = []string{":6379"} }, "redis.addrs", "missing host"},
 		{"redis many addrs", func(c *Config) { c.Redis.Addrs = []string{"a:1", "b:2"} }, "redis.addrs", "redis.cluster"},
@@ -100,15 +112,23 @@ func TestValidate(t *testing.T) {
 			c.Redis.Addrs = []string{"a:7000"}
 			c.Redis.DB = 2
 		}, "redis.db", "cluster"},
-		{"dial timeout", func(c *Config) { c.Redis.DialTimeout = 0 }, "redis.dial_timeout", "> 0"},
-		{"command timeout", func(c *Config) { c.Redis.CommandTimeout = -time.Second }, "redis.command_timeout", "> 0"},
+		{"dial timeout", func(c *Config) { c.Redis.DialTimeout = 0 }, "redis.dial_timeout", "at least 1ms"},
+		{"dial timeout too short", func(c *Config) { c.Redis.DialTimeout = time.Nanosecond }, "redis.dial_timeout", "at least 1ms, got 1ns"},
+		{"command timeout", func(c *Config) { c.Redis.CommandTimeout = -time.Second }, "redis.command_timeout", "at least 1ms"},
+		{"command timeout too short", func(c *Config) { c.Redis.CommandTimeout = 999 * time.Microsecond }, "redis.command_timeout", "at least 1ms, got 999µs"},
 		{"pool size", func(c *Config) { c.Redis.PoolSize = -1 }, "redis.pool_size", ">= 0"},
 		{"wait replicas negative", func(c *Config) { c.Redis.WaitReplicas = -1 }, "redis.wait_replicas", ">= 0"},
 		{"wait replicas embedded", func(c *Config) { c.Redis.WaitReplicas = 1 }, "redis.wait_replicas", "embedded"},
 		{"wait aof embedded", func(c *Config) { c.Redis.WaitAOF = true }, "redis.wait_aof", "embedded"},
 		{"username embedded", func(c *Config) { c.Redis.Username = "kgate" }, "redis.username", "requires redis.addrs"},
 		{"password embedded", func(c *Config) { c.Redis.Password = "secret" }, "redis.password", "requires redis.addrs"},
-		{"wait timeout", func(c *Config) { c.Redis.WaitTimeout = 0 }, "redis.wait_timeout", "> 0"},
+		{"wait timeout", func(c *Config) { c.Redis.WaitTimeout = 0 }, "redis.wait_timeout", "at least 1ms"},
+		// WAIT 0 (500µs in whole milliseconds) blocks until the command timeout.
+		{"wait timeout below a millisecond", func(c *Config) {
+			c.Redis.Addrs = []string{"redis:6379"}
+			c.Redis.WaitReplicas = 1
+			c.Redis.WaitTimeout = 500 * time.Microsecond
+		}, "redis.wait_timeout", "at least 1ms, got 500µs"},
 		{"wait timeout fills command timeout", func(c *Config) {
 			c.Redis.Addrs = []string{"redis:6379"}
 			c.Redis.WaitReplicas = 1
@@ -122,16 +142,20 @@ func TestValidate(t *testing.T) {
 		{"admin listen", func(c *Config) { c.Admin.Listen = "nope" }, "admin.listen", "missing port"},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, "log.level", `"trace"`},
 		{"log format", func(c *Config) { c.Log.Format = "text" }, "log.format", `"text"`},
-		{"slow request", func(c *Config) { c.Log.SlowRequest = -1 }, "log.slow_request", ">= 0"},
+		{"slow request", func(c *Config) { c.Log.SlowRequest = -1 }, "log.slow_request", "0 (never) or at least 1ms"},
+		{"slow request too short", func(c *Config) { c.Log.SlowRequest = time.Microsecond }, "log.slow_request", "at least 1ms, got 1µs"},
 		{"partitions", func(c *Config) { c.Topics.Partitions = 0 }, "topics.partitions", ">= 1"},
 		{"retention zero", func(c *Config) { c.Topics.RetentionMs = 0 }, "topics.retention_ms", "-1"},
 		{"retention below -1", func(c *Config) { c.Topics.RetentionMs = -2 }, "topics.retention_ms", "-1"},
 		{"retention bytes", func(c *Config) { c.Topics.RetentionBytes = 0 }, "topics.retention_bytes", "-1"},
 		{"max message", func(c *Config) { c.Topics.MaxMessageBytes = 0 }, "topics.max_message_bytes", "> 0"},
-		{"rebalance delay", func(c *Config) { c.Groups.InitialRebalanceDelay = -1 }, "groups.initial_rebalance_delay", ">= 0"},
-		{"min session", func(c *Config) { c.Groups.MinSessionTimeout = 0 }, "groups.min_session_timeout", "> 0"},
+		{"rebalance delay", func(c *Config) { c.Groups.InitialRebalanceDelay = -1 }, "groups.initial_rebalance_delay", "0 (none) or at least 1ms"},
+		{"rebalance delay too short", func(c *Config) { c.Groups.InitialRebalanceDelay = time.Nanosecond }, "groups.initial_rebalance_delay", "at least 1ms, got 1ns"},
+		{"min session", func(c *Config) { c.Groups.MinSessionTimeout = 0 }, "groups.min_session_timeout", "at least 1ms"},
+		{"min session too short", func(c *Config) { c.Groups.MinSessionTimeout = time.Nanosecond }, "groups.min_session_timeout", "at least 1ms, got 1ns"},
 		{"max session", func(c *Config) { c.Groups.MaxSessionTimeout = time.Second }, "groups.max_session_timeout", "min_session_timeout"},
-		{"heartbeat", func(c *Config) { c.Cluster.HeartbeatInterval = 0 }, "cluster.heartbeat_interval", "> 0"},
+		{"heartbeat", func(c *Config) { c.Cluster.HeartbeatInterval = 0 }, "cluster.heartbeat_interval", "at least 100ms"},
+		{"heartbeat too short", func(c *Config) { c.Cluster.HeartbeatInterval = time.Nanosecond }, "cluster.heartbeat_interval", "at least 100ms, got 1ns"},
 		{"node timeout", func(c *Config) { c.Cluster.NodeTimeout = c.Cluster.HeartbeatInterval }, "cluster.node_timeout", "heartbeat_interval"},
 		{"peer no id", func(c *Config) { c.Cluster.Peers = []string{"a:9092"} }, "cluster.peers", "id@host:port"},
 		{"peer bad id", func(c *Config) { c.Cluster.Peers = []string{"x@a:9092"} }, "cluster.peers", "id must be"},

@@ -13,7 +13,8 @@
 //     where a bool is, a key with no value (idle_timeout: alone would read
 //     as 0, never) and an empty string for a key other than text or a list
 //     (autocreate: "" would read as false); a section with no keys (kafka:
-//     alone) sets nothing.
+//     alone) sets nothing. The file holds one YAML document: a second one
+//     that sets anything (after a "---" line) is refused, not ignored.
 //  3. KGATE_* environment variables. The key's dots and underscores both
 //     become '_' and the name is upper-cased: kafka.max_frame_bytes is
 //     KGATE_KAFKA_MAX_FRAME_BYTES. Reading back, only the first '_' after
@@ -42,6 +43,11 @@
 //
 //	configs: kafka.listen: missing port in address "x"
 //
+// Durations other than a 0 that means never or none are at least 1ms, as
+// Kafka and Redis count whole milliseconds (WAIT's timeout of 0 blocks);
+// kafka.idle_timeout is at least 1s, kafka.producer_id_expiration 1m and
+// cluster.heartbeat_interval 100ms (config.go says why).
+//
 // Tests may build Config literals (start from Default()) and call Validate.
 //
 // # Advertised address
@@ -50,5 +56,6 @@
 // Kafka.AdvertisedAddr derives it from the bound listener address with an
 // unspecified host (0.0.0.0, ::, "") replaced by 127.0.0.1, which only suits
 // clients on the same host; set it explicitly for anything else, and per
-// gateway when several share a namespace.
+// gateway when several share a namespace. Kafka.AdvertisesLoopback reports
+// that case, which cmd/kgate warns of at start when Redis is configured.
 package configs

@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -359,11 +360,29 @@ func (p *numberParser) Unmarshal(b []byte) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var doc yamlv3.Node
-	if err := yamlv3.Unmarshal(b, &doc); err == nil && len(doc.Content) > 0 {
-		p.numbers = numberLiterals(doc.Content[0])
+	// The parser reads the first document alone: keys in a document after a "---" line would be
+	// ignored without a word. One that sets nothing (a trailing "---", comments) is let through.
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
+	for n := 0; ; n++ {
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return m, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			if len(doc.Content) > 0 {
+				p.numbers = numberLiterals(doc.Content[0])
+			}
+			continue
+		}
+		if len(doc.Content) > 0 && doc.Content[0].ShortTag() != "!!null" {
+			return nil, fmt.Errorf("a second YAML document (after a \"---\" line) begins at line %d: kgate reads one document per file; merge them",
+				doc.Content[0].Line)
+		}
 	}
-	return m, nil
 }
 
 // numberLiterals maps each key under root, at any depth, its parts joined by "." as koanf joins them

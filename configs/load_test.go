@@ -279,6 +279,11 @@ func TestLoadErrors(t *testing.T) {
 		{name: "unknown yaml section", yaml: "kafak:\n  listen: x\n", wantMsg: `unknown key "kafak.listen"`},
 		{name: "yaml scalar section", yaml: "kafka: 5\n", wantMsg: `unknown key "kafka"`},
 		{name: "bad yaml", yaml: "kafka: [\n", wantMsg: "kgate.yaml"},
+		// The YAML parser read the first document alone: the second's keys were ignored without a word.
+		{name: "yaml second document", yaml: "kafka:\n  listen: 127.0.0.1:9092\n---\nkafka:\n  listen: 127.0.0.1:9093\n",
+			wantMsg: `kgate.yaml: a second YAML document (after a "---" line) begins at line 4`},
+		{name: "yaml second document after an empty one", yaml: "---\n---\nnode:\n  id: 3\n", wantMsg: "second YAML document"},
+		{name: "yaml second document unparsable", yaml: "node:\n  id: 3\n---\nkafka: [\n", wantMsg: "kgate.yaml"},
 		{name: "missing file", args: []string{"--config", "/nonexistent/kgate.yaml"}, wantMsg: "/nonexistent/kgate.yaml"},
 		{name: "unknown env key", env: []string{"KGATE_KAFKA_LISTN=x"}, wantMsg: `KGATE_KAFKA_LISTN: unknown key "kafka.listn"`},
 		{name: "unknown flag", args: []string{"--kafka.listn", "x"}, wantMsg: "--kafka.listn"},
@@ -425,6 +430,22 @@ func TestExampleFiles(t *testing.T) {
 			t.Fatalf("redis = %+v, want cluster with 3 seeds", got.Redis)
 		}
 	})
+}
+
+// TestLoadYAMLDocumentMarkers: a file's one document may open with "---" and end with "---" or "...",
+// and a document after it that sets nothing (comments alone) is no second document to refuse.
+func TestLoadYAMLDocumentMarkers(t *testing.T) {
+	for _, body := range []string{
+		"---\nnode:\n  id: 3\n",
+		"node:\n  id: 3\n---\n",
+		"node:\n  id: 3\n...\n",
+		"---\nnode:\n  id: 3\n---\n# nothing here\n",
+	} {
+		c, err := Load([]string{"--config", writeYAML(t, body)}, nil)
+		if err != nil || c.Node.ID != 3 {
+			t.Errorf("%q: node.id %d, %v; want 3", body, c.Node.ID, err)
+		}
+	}
 }
 
 // TestLoadYAMLMergesAndAnchors: the base-10 check reads merged keys as YAML merges them (the mapping's

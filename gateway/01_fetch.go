@@ -236,8 +236,8 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 
 // maxFetchWait caps a fetch's max_wait: answering before it with fewer than min_bytes is allowed, and
 // clients wait 0.5-5 s. A client that asked for days and went away held its connection, goroutine
-// and file descriptor (and a place under kafka.max_connections) that long.
-const maxFetchWait = 30 * time.Second
+// and file descriptor (and a place under kafka.max_connections) that long. Tests lower it.
+var maxFetchWait = 30 * time.Second
 
 // fetchChunk is the least a pooled buffer for a fetch's record batches holds: several partitions'
 // small batches share one.

@@ -1081,6 +1081,32 @@ func TestFetchWaitCapped(t *testing.T) {
 	}
 }
 
+// TestFetchMaxWaitCapped: with no idle timeout, a fetch asking to wait for days is answered at
+// maxFetchWait (30 s, lowered here), not when its max_wait_ms runs out.
+func TestFetchMaxWaitCapped(t *testing.T) {
+	keep := maxFetchWait
+	maxFetchWait = 300 * time.Millisecond
+	t.Cleanup(func() { maxFetchWait = keep }) // once the gateway has stopped
+	ctx, g, store := embeddedGateway(t, Config{IdleTimeout: -1})
+	const name = "max-wait-capped"
+	t.Cleanup(func() { forgetSizing(name) })
+	createTopic(t, store, name, 1)
+	req := fetchRequest(name, 0, 0, 1<<20, 1<<20)
+	req.MaxWaitMillis = 1 << 30 // about 12 days
+	// Uncapped, the fetch waits until this context ends.
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	sp := fetchOne(t, fctx, fetchConn(t, g), req)
+	took := time.Since(start)
+	if sp.ErrorCode != 0 || len(sp.RecordBatches) != 0 {
+		t.Fatalf("answer: error %d, %d record bytes; want an empty answer", sp.ErrorCode, len(sp.RecordBatches))
+	}
+	if took < maxFetchWait || took >= 4*time.Second {
+		t.Fatalf("answered after %v, want at the %v cap", took, maxFetchWait)
+	}
+}
+
 // TestFetchUnseenEmptyPartitionLeavesRoom: partitions this gateway never read are planned as if
 // full; when they turn out empty, a read sized by what they held follows before any wait, so a later
 // partition's records are answered at once, not after max_wait.

@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -222,6 +224,27 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// blockedClients is how many clients the Redis behind rdb (one server) holds blocked: under CLIENT PAUSE
+// WRITE, those that sent a write; INFO itself is no write.
+func blockedClients(t *testing.T, ctx context.Context, rdb redis.UniversalClient) int {
+	t.Helper()
+	info, err := rdb.Info(ctx, "clients").Result()
+	if err != nil {
+		t.Fatalf("INFO clients: %v", err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "blocked_clients:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("INFO clients: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO clients has no blocked_clients:\n%s", info)
+	return 0
 }
 
 // wireLog records, per client id, the (API key, version) pairs of the requests a client sent.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/protocol"
 )
@@ -233,13 +234,18 @@ func TestProduceAcksZeroFailureAnswersItsRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	g := startGateway(t, backend{name: "paused", addrs: []string{srv.Addr}})
+	// No heartbeat or retention pass during the test: the first append is the only write Redis holds.
+	g := startGateway(t, backend{name: "paused", addrs: []string{srv.Addr}}, gatewayOpts{mutate: func(c *gateway.Config) {
+		c.HeartbeatInterval, c.NodeTimeout, c.RetentionCheckInterval = time.Hour, 2*time.Hour, time.Hour
+	}})
 	ctx := testCtx(t, 30*time.Second)
 	mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "acks0round")
 	c := dialRaw(t, g.Addr)
-	if err := g.Store.Client().Do(ctx, "CLIENT", "PAUSE", 500, "WRITE").Err(); err != nil {
+	const pause = time.Second
+	if err := g.Store.Client().Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "WRITE").Err(); err != nil {
 		t.Fatalf("CLIENT PAUSE: %v", err)
 	}
+	paused := time.Now()
 	now := time.Now().UnixMilli()
 	first := produceReq("acks0round", 0, -1, rawBatch(t, -1, -1, -1, now, "first"))
 	bad := produceReq("acks0round", 7, 0, rawBatch(t, -1, -1, -1, now, "lost")) // no partition 7
@@ -252,10 +258,15 @@ func TestProduceAcksZeroFailureAnswersItsRound(t *testing.T) {
 		if r == first {
 			c.write(frames) // appended alone, held by the pause while the other two arrive
 			frames = nil
-			time.Sleep(100 * time.Millisecond)
+			waitFor(t, pause, "the first produce's append to be held by the pause", func() bool {
+				return blockedClients(t, ctx, g.Store.Client()) > 0
+			})
 		}
 	}
 	c.write(frames)
+	if held := time.Since(paused); held > pause/2 {
+		t.Fatalf("the other requests written %v into the %v pause: too late to be sure they were read during it", held, pause)
+	}
 	for _, want := range []int64{0, 1} {
 		resp := kmsg.NewPtrProduceResponse()
 		resp.SetVersion(9)

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,28 @@ func startGatewayWithStoreCfg(t *testing.T, opts redisstore.Options, mutate func
 	return serveGateway(t, store, cfg)
 }
 
+// failedReads is a go-redis hook counting the failed HGETALLs of key (the topic registry).
+type failedReads struct {
+	key    string
+	failed atomic.Int64
+}
+
+func (h *failedReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failedReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if args := cmd.Args(); err != nil && len(args) == 2 && cmd.Name() == "hgetall" && args[1] == h.key {
+			h.failed.Add(1)
+		}
+		return err
+	}
+}
+
+func (h *failedReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestRedisUnavailable: when Redis is slow (DEBUG SLEEP) or gone, Produce and Fetch (and, with Redis
 // gone, ListOffsets, Metadata, CreateTopics, InitProducerId) answer retriable Kafka errors within the
 // store's command timeout instead of success or a crash, and the gateway keeps serving: it recovers
@@ -55,8 +78,16 @@ func TestRedisUnavailable(t *testing.T) {
 	}
 	t.Cleanup(srv.Stop)
 	const cmdTimeout = 500 * time.Millisecond
-	g := startGatewayWithStore(t, redisstore.Options{Addrs: []string{srv.Addr}, Namespace: "fail",
+	octx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := redisstore.Open(octx, redisstore.Options{Addrs: []string{srv.Addr}, Namespace: "fail",
 		CommandTimeout: cmdTimeout, DialTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	registry := &failedReads{key: store.Namespace() + ":topics"}
+	store.Client().AddHook(registry) // before the gateway uses the store
+	g := serveGateway(t, store, gateway.Config{Listen: "127.0.0.1:0", AutoCreateTopics: true})
 	ctx := testCtx(t, 30*time.Second)
 	mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "fragile")
 	c := dialRaw(t, g.Addr)
@@ -119,16 +150,22 @@ func TestRedisUnavailable(t *testing.T) {
 
 	// Gone.
 	srv.Stop()
-	for i := 0; i < 3; i++ { // also past the topic cache's lifetime: the registry read fails too
+	failedBefore := registry.failed.Load()
+	dataRound := func() {
+		t.Helper()
 		code, took := produce()
 		retriable("produce with Redis stopped", code, took)
 		start := time.Now()
 		sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fr))
 		retriable("fetch with Redis stopped", sp.ErrorCode, time.Since(start))
-		if i < 2 {
-			time.Sleep(600 * time.Millisecond) // let the topic cache (1 s) expire
-		}
 	}
+	// Also past the topic cache's lifetime (1 s), when a lookup's registry read fails too, and once
+	// more after that, with the view served stale.
+	waitFor(t, 10*time.Second, "a read of the topic registry to fail", func() bool {
+		dataRound()
+		return registry.failed.Load() > failedBefore
+	})
+	dataRound()
 	// The other Redis-backed APIs answer retriable errors too.
 	lreq := kmsg.NewPtrListOffsetsRequest()
 	lt := kmsg.NewListOffsetsRequestTopic()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,7 +29,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kgate:", err)
 		os.Exit(2)
 	}
-	log := newLogger(cfg.Log)
+	log := newLogger(cfg.Log, os.Stderr)
 	redisstore.SetClientLog(func(msg string) { log.Warn().Str("detail", msg).Msg("redis client library") })
 	ctx, stop := signalContext()
 	defer stop()
@@ -47,6 +48,11 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		}
 		return err
 	}
+	if len(cfg.Redis.Addrs) > 0 && cfg.Kafka.AdvertisesLoopback() {
+		// Fine for one gateway tried out on one host; with a shared Redis, the gateways tell clients and
+		// each other an address only this host can dial.
+		log.Warn().Str("kafka.listen", cfg.Kafka.Listen).Msg("kafka.listen takes connections on every interface but kafka.advertised is empty: clients and other gateways are told 127.0.0.1, which only this host can dial; set kafka.advertised")
+	}
 	store, err := redisstore.Open(ctx, redisstore.Options{
 		Addrs: cfg.Redis.Addrs, Cluster: cfg.Redis.Cluster, Username: cfg.Redis.Username,
 		Password: cfg.Redis.Password, DB: cfg.Redis.DB, Namespace: cfg.Redis.Namespace,
@@ -62,7 +68,9 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 	}
 	defer store.Close()
 	if store.Embedded() {
-		log.Warn().Str("embedded_redis", store.EmbeddedAddr()).Msg("NO REDIS CONFIGURED: using the embedded in-process store; every record is lost when kgate stops (set redis.addrs / KGATE_REDIS_ADDRS)")
+		// Logged whatever log.level says: log.level error must not hide that every record is lost.
+		loud := log.Level(min(log.GetLevel(), zerolog.WarnLevel))
+		loud.Warn().Str("embedded_redis", store.EmbeddedAddr()).Msg("NO REDIS CONFIGURED: using the embedded in-process store; every record is lost when kgate stops (set redis.addrs / KGATE_REDIS_ADDRS)")
 	}
 	if evicting := store.EvictingMasters(ctx); len(evicting) > 0 {
 		log.Warn().Strs("masters", evicting).Msg("Redis may evict keys when full (maxmemory-policy is not noeviction): evicted keys are records and commits lost without an error; set maxmemory-policy noeviction")
@@ -133,7 +141,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return ctx, stop
 }
 
-func newLogger(c configs.Log) zerolog.Logger {
+func newLogger(c configs.Log, out io.Writer) zerolog.Logger {
 	level, err := zerolog.ParseLevel(c.Level)
 	if err != nil {
 		level = zerolog.InfoLevel
@@ -141,11 +149,14 @@ func newLogger(c configs.Log) zerolog.Logger {
 	var log zerolog.Logger
 	if c.Format == "console" {
 		// Colours only on a terminal: in a file or a log collector the escapes would be stored as text.
-		fi, err := os.Stderr.Stat()
-		noColor := err != nil || fi.Mode()&os.ModeCharDevice == 0
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339, NoColor: noColor})
+		noColor := true
+		if f, ok := out.(*os.File); ok {
+			fi, err := f.Stat()
+			noColor = err != nil || fi.Mode()&os.ModeCharDevice == 0
+		}
+		log = zerolog.New(zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339, NoColor: noColor})
 	} else {
-		log = zerolog.New(os.Stderr)
+		log = zerolog.New(out)
 	}
 	return log.Level(level).With().Timestamp().Logger()
 }

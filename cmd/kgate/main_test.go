@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -215,5 +217,164 @@ func TestConsoleLogWithoutTerminal(t *testing.T) {
 	}
 	if strings.Contains(stderr, "\x1b[") {
 		t.Errorf("colour escapes written to a pipe:\n%q", stderr)
+	}
+}
+
+// syncBuffer is a bytes.Buffer the gateway's goroutines may log into while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runServing runs run with cfg (its Kafka listener on port, its admin API off), logging through
+// newLogger as cfg.Log says, until the listener takes a connection on 127.0.0.1; then it stops it and
+// returns the JSON lines logged.
+func runServing(t *testing.T, cfg configs.Config, port string) []map[string]any {
+	t.Helper()
+	cfg.Admin.Listen = ""
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, newLogger(cfg.Log, &out)) }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		select {
+		case err := <-done:
+			t.Fatalf("kgate stopped before serving: %v; log:\n%s", err, out.String())
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", port), time.Second); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("kgate not serving on port %s within 10 s; log:\n%s", port, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("kgate stopped: %v; log:\n%s", err, out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("kgate still running 15 s after its context ended; log:\n%s", out.String())
+	}
+	return jsonLines(t, out.String())
+}
+
+// freePort returns a port nothing listens on, on 127.0.0.1.
+func freePort(t *testing.T) string {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(closedPort(t))
+	return port
+}
+
+// linesWith returns the lines whose message contains text.
+func linesWith(lines []map[string]any, text string) []map[string]any {
+	var out []map[string]any
+	for _, l := range lines {
+		if strings.Contains(fmt.Sprint(l["message"]), text) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestWarnLoopbackAdvertised: with Redis configured (gateways meant to be shared), a kafka.listen on
+// every interface and no kafka.advertised tells clients 127.0.0.1; kgate says so at start, naming the
+// keys, and says nothing when kafka.advertised is set or the listener is on one address, nor with the
+// embedded store (one gateway tried out on one host).
+func TestWarnLoopbackAdvertised(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	const warning = "kafka.advertised is empty"
+	tests := []struct {
+		name       string
+		host       string // of kafka.listen
+		advertised bool
+		redis      bool
+		warn       bool
+	}{
+		{"any ipv4", "0.0.0.0", false, true, true},
+		{"any ipv6", "::", false, true, true},
+		{"empty host", "", false, true, true},
+		{"advertised set", "0.0.0.0", true, true, false},
+		{"loopback", "127.0.0.1", false, true, false},
+		{"embedded", "0.0.0.0", false, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.host == "::" {
+				if ln, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+					t.Skip("no IPv6 loopback")
+				} else {
+					ln.Close()
+				}
+			}
+			port := freePort(t)
+			cfg := configs.Default()
+			cfg.Kafka.Listen = net.JoinHostPort(tt.host, port)
+			if tt.advertised {
+				cfg.Kafka.Advertised = "kgate.example:" + port
+			}
+			if tt.redis {
+				cfg.Redis.Addrs = []string{srv.Addr}
+				cfg.Redis.Namespace = "warn-" + strings.ReplaceAll(tt.name, " ", "-")
+			}
+			got := linesWith(runServing(t, cfg, port), warning)
+			if !tt.warn {
+				if len(got) != 0 {
+					t.Fatalf("warned: %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0]["level"] != "warn" || got[0]["kafka.listen"] != cfg.Kafka.Listen ||
+				!strings.Contains(fmt.Sprint(got[0]["message"]), "kafka.listen") {
+				t.Fatalf("warnings %v, want one at warn naming kafka.listen and kafka.advertised, with kafka.listen %q", got, cfg.Kafka.Listen)
+			}
+		})
+	}
+}
+
+// TestEmbeddedWarningWhateverLevel: the warning that the embedded store loses every record when kgate
+// stops is logged, once, at warn, also with log.level error, which hid it.
+func TestEmbeddedWarningWhateverLevel(t *testing.T) {
+	for _, level := range []string{"info", "error"} {
+		t.Run(level, func(t *testing.T) {
+			port := freePort(t)
+			cfg := configs.Default()
+			cfg.Kafka.Listen = "127.0.0.1:" + port
+			cfg.Log.Level = level
+			lines := runServing(t, cfg, port)
+			got := linesWith(lines, "embedded in-process store")
+			if len(got) != 1 || got[0]["level"] != "warn" {
+				t.Fatalf("embedded-store warnings %v, want one at warn; log: %v", got, lines)
+			}
+			if level == "error" && len(lines) != 1 {
+				t.Fatalf("log.level error logged %d lines, want the warning alone: %v", len(lines), lines)
+			}
+		})
 	}
 }
