@@ -115,9 +115,8 @@ func (w *groupWrites) delete(group string) func() {
 //
 // Each claim has a token of its own (the gateway's instance id and a sequence number), sent to Redis
 // once: a write validated under a claim that was lost is refused even after this gateway claimed the
-// group again, and a claim's SET held up on its way and answered after the group moved names a token
-// no write uses (claimGroup). Such a SET still lands over the next coordinator's claim, whose next
-// write is then refused once (the group unloaded and rejoined there).
+// group again, and a claim held up on its way and answered after the group moved names a token no
+// write uses (claimGroup) and lands over no claim made after it (takeOver).
 type groupClaims struct {
 	m      sync.Map // group -> *groupClaim
 	n      atomic.Int64
@@ -175,21 +174,24 @@ func (c *groupClaims) prune(keep func(group string) bool) {
 // NOT_COORDINATOR (groupErrCode).
 var errNotCoordinating = errors.New("gateway: this gateway does not coordinate the group")
 
+// errClaimContended: the group's owner record changed under each of takeOver's attempts. Answered
+// COORDINATOR_NOT_AVAILABLE, for the client to retry.
+var errClaimContended = errors.New("gateway: the group's owner record changed under each claim")
+
 // claimGroup returns the token of this gateway's claim on group's offsets in Redis, claiming it first
 // unless it holds one (claims). Callers claim before they check a write against the coordinator's
 // view of the group, hold the group's writes (groupWrites) across both, and write with the token ("":
 // unconditionally, past maxClaims).
 //
-// The claim is a write of its own, which nothing in Redis orders with the next coordinator's claim,
-// so it is made only while this gateway coordinates the group, and kept only if it still does once
-// Redis answered (errNotCoordinating otherwise; membership.isCoordinator checks the lease itself). A
-// request checked before the group moved and held up on its way to the claim (waiting for the group's
-// writes, say) would otherwise put its claim over the new coordinator's, whose writes Redis then
-// refused (the group unloaded there: a needless rebalance); and a claim whose SET was held up until
-// another gateway had claimed the group landed over that claim, and the write that followed it (a
-// simple commit or a deletion, which no member of this gateway's memory checks) went through: the
-// very write the record fences. Answered while this gateway's lease runs, a claim landed before any
-// peer could take the group over, so before its claim.
+// The claim is a write of its own, so it is made only while this gateway coordinates the group, and
+// kept only if it still does once Redis answered (errNotCoordinating otherwise;
+// membership.isCoordinator checks the lease itself): answered while this gateway's lease runs, a claim
+// landed before any peer could take the group over, so before its claim. Before, a claim whose SET
+// was held up until another gateway had claimed the group went on under the claim that had just
+// displaced the new coordinator's, and the write that followed it (a simple commit or a deletion,
+// which no member of this gateway's memory checks) went through: the very write the record fences.
+// Such a claim is now refused in Redis too (takeOver); a request checked before the group moved and
+// held up on its way to the claim (waiting for the group's writes, say) sends none.
 func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) {
 	c := &g.claims
 	if v, ok := c.m.Load(group); ok {
@@ -211,15 +213,41 @@ func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) 
 		return awaitClaim(ctx, v.(*groupClaim))
 	}
 	c.n.Add(1)
-	fresh.err = g.store.ClaimGroup(ctx, group, fresh.token)
-	if fresh.err == nil && !g.nodes.isCoordinator(group) {
-		fresh.err = errNotCoordinating
-	}
+	fresh.err = g.takeOver(ctx, group, fresh.token)
 	close(fresh.done)
 	if fresh.err != nil {
 		c.forget(group, fresh.token) // its SET may still land: the token is not used again
 	}
 	return fresh.token, fresh.err
+}
+
+// claimAttempts bounds the claims takeOver sends: each refusal after the first means another claim
+// landed between two of them, which only two gateways that both take themselves for the group's
+// coordinator make (the hold and the lease prevent it).
+const claimAttempts = 3
+
+// takeOver claims group in Redis with token (Store.ClaimGroup), taking it over from the claim holding
+// it while this gateway coordinates the group, and checks that it still does once Redis answered
+// (errNotCoordinating otherwise). The first attempt claims only a group unclaimed or last claimed by
+// this gateway: a claim held up until another gateway had taken the group over and claimed it then
+// lands over nothing (the new coordinator's claim stands; before, its next write was refused and the
+// group rejoined there). The attempts after it name the claim that refused the one before, which this
+// coordinator replaces, however long its gateway has been down.
+func (g *Gateway) takeOver(ctx context.Context, group, token string) error {
+	seen := ""
+	for range claimAttempts {
+		holder, err := g.store.ClaimGroup(ctx, group, token, seen)
+		switch {
+		case err != nil:
+			return err
+		case !g.nodes.isCoordinator(group):
+			return errNotCoordinating
+		case holder == "":
+			return nil
+		}
+		seen = holder
+	}
+	return errClaimContended
 }
 
 // claimAtJoin claims group as a member joins it here (JoinGroup), not only at its first write: a

@@ -201,8 +201,12 @@ func TestRefusedWriteUnloadsAndReclaims(t *testing.T) {
 	c := fetchConn(t, g)
 	takenOver := func(group string) {
 		t.Helper()
-		if err := other.ClaimGroup(ctx, group, "another-gateway/1"); err != nil {
-			t.Fatal(err)
+		holder, err := other.ClaimGroup(ctx, group, "another-gateway/1", "")
+		if err == nil && holder != "" {
+			holder, err = other.ClaimGroup(ctx, group, "another-gateway/1", holder) // taken over
+		}
+		if err != nil || holder != "" {
+			t.Fatalf("another gateway's claim: held by %q (%v)", holder, err)
 		}
 	}
 
@@ -430,6 +434,69 @@ func TestClaimRefusedOnceCoordinatorMoved(t *testing.T) {
 	}
 	if code := commitCode(t, ctx, cb, group, -1, "", topic, 11); code != 0 {
 		t.Errorf("B's commit after A's refused claim: error %d", code)
+	}
+}
+
+// TestLateClaimKeepsNewCoordinator: gateway A, coordinating, claims a group as a member joins it, and
+// the claim is held on its way until gateway B has taken the group over (a scale-out), admitted a
+// member and claimed the group; A's claim then lands. Before, it replaced B's claim, and B's member's
+// next commit was refused (NOT_COORDINATOR, the group unloaded from B: a rebalance for nothing). The
+// late claim now stores nothing: B's record, group and commits stand.
+func TestLateClaimKeepsNewCoordinator(t *testing.T) {
+	ctx, storeA, storeB := takeoverStores(t)
+	const topic = "claimed-stale"
+	createTopic(t, storeA, topic, 1)
+	group := groupOn([]int32{1, 2}, 1) // on B once B runs; on A while A is alone
+
+	a, _ := serveOn(t, storeA, takeoverConfig(1))
+	waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
+	hold := newHoldWrites(storeA.OwnerKey(group))
+	storeA.Client().AddHook(hold)
+	hold.arm()
+	joinA := make(chan int16, 1)
+	go func() {
+		r, err := fetchConn(t, a).joinGroup(ctx, joinRequest(3, group))
+		if err != nil {
+			t.Error(err)
+			joinA <- -1
+			return
+		}
+		joinA <- r.(*kmsg.JoinGroupResponse).ErrorCode
+	}()
+	select {
+	case <-hold.held:
+	case <-ctx.Done():
+		t.Fatal("A's claim never reached Redis")
+	}
+
+	b, _ := serveOn(t, storeB, takeoverConfig(2))
+	waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
+	waitFor(t, 10*time.Second, "A to hand "+group+" over", func() bool { return a.notCoordinator(group) != 0 })
+	cb := fetchConn(t, b)
+	member, gen := joinAndSync(t, ctx, cb, group)
+	if code := commitCode(t, ctx, cb, group, gen, member, topic, 10); code != 0 {
+		t.Fatalf("commit of 10 through B: error %d", code)
+	}
+	record, err := storeB.Client().Get(ctx, storeB.OwnerKey(group)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	hold.release()
+	if code := <-joinA; code != kerr.NotCoordinator.Code {
+		t.Errorf("A's join whose claim landed after the takeover: error %d, want NOT_COORDINATOR (%d)", code, kerr.NotCoordinator.Code)
+	}
+	if now, err := storeB.Client().Get(ctx, storeB.OwnerKey(group)).Result(); err != nil || now != record {
+		t.Errorf("owner record after A's late claim: %q (%v), want B's %q", now, err, record)
+	}
+	if code := commitCode(t, ctx, cb, group, gen, member, topic, 11); code != 0 {
+		t.Errorf("B's member's commit after A's late claim: error %d, want none", code)
+	}
+	if _, err := b.coord.Lookup(ctx, group); err != nil {
+		t.Errorf("B dropped the group after A's late claim: %v", err)
+	}
+	if got := committedOffset(t, ctx, cb, group, topic); got != 11 {
+		t.Errorf("committed offset: %d, want 11", got)
 	}
 }
 
