@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -497,6 +498,77 @@ func TestLateClaimKeepsNewCoordinator(t *testing.T) {
 	}
 	if got := committedOffset(t, ctx, cb, group, topic); got != 11 {
 		t.Errorf("committed offset: %d, want 11", got)
+	}
+}
+
+// TestJoinRoundOverlapsClaim: a JoinGroup of a group this gateway has not claimed no longer waits for
+// the claim's answer before the join round. With the claim held on its way to Redis (the group's
+// master hung), a member's first join is answered MEMBER_ID_REQUIRED and its second is admitted to the
+// round meanwhile; the answer that gives it a generation waits for the claim, so the member reads no
+// offsets before the claim fenced the writes of the gateway that had the group before. Before, the
+// first join waited for the claim (up to the command timeout).
+func TestJoinRoundOverlapsClaim(t *testing.T) {
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store := openStoreAt(t, srv.Addr, redisstore.Options{CommandTimeout: 30 * time.Second})
+	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
+	const group = "overlapped"
+	hold := newHoldWrites(store.OwnerKey(group))
+	store.Client().AddHook(hold)
+	release := sync.OnceFunc(hold.release)
+	t.Cleanup(release)
+	hold.arm()
+	c := fetchConn(t, g)
+	join := joinRequest(5, group)
+	answer := func(to chan<- *kmsg.JoinGroupResponse) {
+		r, err := c.joinGroup(ctx, join)
+		if err != nil {
+			t.Error(err)
+			r = kmsg.NewPtrJoinGroupResponse()
+		}
+		to <- r.(*kmsg.JoinGroupResponse)
+	}
+	first := make(chan *kmsg.JoinGroupResponse, 1)
+	go answer(first)
+	select {
+	case <-hold.held:
+	case <-ctx.Done():
+		t.Fatal("the claim never reached Redis")
+	}
+	select {
+	case r := <-first:
+		if r.ErrorCode != kerr.MemberIDRequired.Code {
+			t.Fatalf("first join: error %d, want MEMBER_ID_REQUIRED", r.ErrorCode)
+		}
+		join.MemberID = r.MemberID
+	case <-time.After(5 * time.Second): // a deadline for the failure, not a wait for a state
+		t.Fatal("the first join waited for the claim's answer")
+	}
+
+	second := make(chan *kmsg.JoinGroupResponse, 1)
+	go answer(second)
+	waitFor(t, 10*time.Second, "the member admitted to a generation", func() bool {
+		info, found, _ := g.describeGroup(ctx, group)
+		return found && info.State == coordinator.StateCompletingRebalance
+	})
+	select {
+	case r := <-second:
+		t.Fatalf("join answered (error %d, generation %d) before its claim was", r.ErrorCode, r.Generation)
+	default:
+	}
+	release()
+	var r *kmsg.JoinGroupResponse
+	select {
+	case r = <-second:
+	case <-ctx.Done():
+		t.Fatal("the join was never answered")
+	}
+	if r.ErrorCode != 0 || r.Generation != 1 || r.MemberID != join.MemberID {
+		t.Fatalf("join after the claim: error %d, generation %d, member %q; want generation 1 of %q", r.ErrorCode, r.Generation, r.MemberID, join.MemberID)
+	}
+	if record := store.Client().Get(ctx, store.OwnerKey(group)).Val(); !strings.HasPrefix(record, g.instance+"/") {
+		t.Fatalf("owner record %q, want this gateway's claim", record)
 	}
 }
 
