@@ -5,8 +5,9 @@ package gateway
 // Routed to this gateway's coordinator when it coordinates the group (NOT_COORDINATOR otherwise); the
 // state machine, KIP-394 MEMBER_ID_REQUIRED at v4+, KIP-345 static membership and the initial
 // rebalance delay live in package coordinator. The request blocks until the join phase completes.
-// The group's offsets in Redis are claimed for this gateway first (Gateway.claimGroup); a group that
-// moved away meanwhile is answered NOT_COORDINATOR.
+// The group's offsets in Redis are claimed for this gateway as the request arrives (Gateway.claimAtJoin),
+// while the join phase goes on; a join admitted waits for the claim's answer before it is answered,
+// NOT_COORDINATOR when the group moved away meanwhile.
 
 import (
 	"context"
@@ -20,10 +21,17 @@ func (c *conn) joinGroup(ctx context.Context, req *kmsg.JoinGroupRequest) (kmsg.
 		resp.ErrorCode, resp.Generation = code, -1
 		return resp, nil
 	}
-	if code := c.g.claimAtJoin(ctx, req.Group); code != 0 {
-		resp := kmsg.NewPtrJoinGroupResponse()
-		resp.ErrorCode, resp.Generation = code, -1
-		return resp, nil
+	claim, code := c.g.claimAtJoin(ctx, req.Group)
+	if code == 0 {
+		r := c.g.coord.JoinGroup(ctx, req, c.reqClientID, clientHost(c.remote))
+		if r.ErrorCode != 0 {
+			return r, nil
+		}
+		if code = c.g.joinClaimed(ctx, req.Group, claim); code == 0 {
+			return r, nil
+		}
 	}
-	return c.g.coord.JoinGroup(ctx, req, c.reqClientID, clientHost(c.remote)), nil
+	resp := kmsg.NewPtrJoinGroupResponse()
+	resp.ErrorCode, resp.Generation = code, -1
+	return resp, nil
 }

@@ -311,6 +311,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	<-shutDown // shutdown has run, whoever started it: the coordinator is closed
 	g.wg.Wait()
 	g.topics.wait()
+	g.claims.bg.Wait() // started by connections only, all done
 	return err
 }
 

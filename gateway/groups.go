@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -115,17 +117,17 @@ func (w *groupWrites) delete(group string) func() {
 //
 // Each claim has a token of its own (the gateway's instance id and a sequence number), sent to Redis
 // once: a write validated under a claim that was lost is refused even after this gateway claimed the
-// group again, and a claim's SET held up on its way and answered after the group moved names a token
-// no write uses (claimGroup). Such a SET still lands over the next coordinator's claim, whose next
-// write is then refused once (the group unloaded and rejoined there).
+// group again, and a claim held up on its way and answered after the group moved names a token no
+// write uses (claimGroup) and lands over no claim made after it (takeOver).
 type groupClaims struct {
 	m      sync.Map // group -> *groupClaim
 	n      atomic.Int64
 	seq    atomic.Uint64
-	warned atomic.Int64 // when the last "claims full" warning was logged (unix ns)
+	warned atomic.Int64   // when the last "claims full" warning was logged (unix ns)
+	bg     sync.WaitGroup // claims made in the background (claimAtJoin); Serve waits for them
 }
 
-// groupClaim is one claim of a group: done is closed once its SET answered, with err; used is when a
+// groupClaim is one claim of a group: done is closed once Redis answered it, with err; used is when a
 // write last took it (unix ns).
 type groupClaim struct {
 	token string
@@ -175,65 +177,137 @@ func (c *groupClaims) prune(keep func(group string) bool) {
 // NOT_COORDINATOR (groupErrCode).
 var errNotCoordinating = errors.New("gateway: this gateway does not coordinate the group")
 
+// errClaimContended: the group's owner record changed under each of takeOver's attempts. Answered
+// COORDINATOR_NOT_AVAILABLE, for the client to retry.
+var errClaimContended = errors.New("gateway: the group's owner record changed under each claim")
+
 // claimGroup returns the token of this gateway's claim on group's offsets in Redis, claiming it first
 // unless it holds one (claims). Callers claim before they check a write against the coordinator's
 // view of the group, hold the group's writes (groupWrites) across both, and write with the token ("":
 // unconditionally, past maxClaims).
 //
-// The claim is a write of its own, which nothing in Redis orders with the next coordinator's claim,
-// so it is made only while this gateway coordinates the group, and kept only if it still does once
-// Redis answered (errNotCoordinating otherwise; membership.isCoordinator checks the lease itself). A
-// request checked before the group moved and held up on its way to the claim (waiting for the group's
-// writes, say) would otherwise put its claim over the new coordinator's, whose writes Redis then
-// refused (the group unloaded there: a needless rebalance); and a claim whose SET was held up until
-// another gateway had claimed the group landed over that claim, and the write that followed it (a
-// simple commit or a deletion, which no member of this gateway's memory checks) went through: the
-// very write the record fences. Answered while this gateway's lease runs, a claim landed before any
-// peer could take the group over, so before its claim.
+// The claim is a write of its own, so it is made only while this gateway coordinates the group, and
+// kept only if it still does once Redis answered (errNotCoordinating otherwise;
+// membership.isCoordinator checks the lease itself): answered while this gateway's lease runs, a claim
+// landed before any peer could take the group over, so before its claim. Before, a claim whose SET
+// was held up until another gateway had claimed the group went on under the claim that had just
+// displaced the new coordinator's, and the write that followed it (a simple commit or a deletion,
+// which no member of this gateway's memory checks) went through: the very write the record fences.
+// Such a claim is now refused in Redis too (takeOver); a request checked before the group moved and
+// held up on its way to the claim (waiting for the group's writes, say) sends none.
 func (g *Gateway) claimGroup(ctx context.Context, group string) (string, error) {
+	cl, err := g.claimFor(ctx, group, false)
+	if cl == nil {
+		return "", err
+	}
+	return awaitClaim(ctx, cl)
+}
+
+// claimFor returns group's claim: the one this gateway holds or is making, or a new one, made in the
+// caller's goroutine, or with background in one that claims owns (not waited for). It returns nil
+// with errNotCoordinating when this gateway does not coordinate the group, and nil, nil past
+// maxClaims (unconditional writes).
+func (g *Gateway) claimFor(ctx context.Context, group string, background bool) (*groupClaim, error) {
 	c := &g.claims
 	if v, ok := c.m.Load(group); ok {
-		return awaitClaim(ctx, v.(*groupClaim))
+		return v.(*groupClaim), nil
 	}
 	if !g.nodes.isCoordinator(group) {
-		return "", errNotCoordinating
+		return nil, errNotCoordinating
 	}
 	if c.n.Load() >= maxClaims {
 		mClaimsFull.Inc()
 		if last := c.warned.Load(); time.Since(time.Unix(0, last)) > time.Minute && c.warned.CompareAndSwap(last, time.Now().UnixNano()) {
 			g.log.Warn().Int("claims", maxClaims).Str("group", group).Msg("claims full: offsets of groups beyond them are written without the owner check (kgate_group_claims_full_total)")
 		}
-		return "", nil
+		return nil, nil
 	}
 	fresh := &groupClaim{token: g.instance + "/" + strconv.FormatUint(c.seq.Add(1), 10), done: make(chan struct{})}
 	fresh.used.Store(time.Now().UnixNano())
 	if v, loaded := c.m.LoadOrStore(group, fresh); loaded {
-		return awaitClaim(ctx, v.(*groupClaim))
+		return v.(*groupClaim), nil
 	}
 	c.n.Add(1)
-	fresh.err = g.store.ClaimGroup(ctx, group, fresh.token)
-	if fresh.err == nil && !g.nodes.isCoordinator(group) {
-		fresh.err = errNotCoordinating
+	if background {
+		c.bg.Go(func() { g.makeClaim(ctx, group, fresh) })
+	} else {
+		g.makeClaim(ctx, group, fresh)
 	}
-	close(fresh.done)
-	if fresh.err != nil {
-		c.forget(group, fresh.token) // its SET may still land: the token is not used again
-	}
-	return fresh.token, fresh.err
+	return fresh, nil
 }
 
-// claimAtJoin claims group as a member joins it here (JoinGroup), not only at its first write: a
-// commit validated by the gateway that had the group before, landing after these members read their
-// offsets, is refused then too. Best effort, and never waiting on a claim made or under way: joins need
-// no Redis otherwise, and the first write claims anyway. It returns NOT_COORDINATOR when the group
-// moved away before the claim was made or answered (claimGroup), for the join to answer; 0 otherwise.
-func (g *Gateway) claimAtJoin(ctx context.Context, group string) int16 {
-	if _, ok := g.claims.m.Load(group); ok {
+// makeClaim makes the claim cl of group (takeOver) and closes cl.done with its outcome; a claim that
+// failed is forgotten.
+func (g *Gateway) makeClaim(ctx context.Context, group string, cl *groupClaim) {
+	defer func() {
+		if p := recover(); p != nil {
+			cl.err = fmt.Errorf("%w: %v", errPanic, p)
+			notePanic(g.log, "group_claim", p, debug.Stack(), "panic claiming a group's offsets")
+		}
+		close(cl.done)
+		if cl.err != nil {
+			g.claims.forget(group, cl.token) // its SET may still land: the token is not used again
+		}
+	}()
+	cl.err = g.takeOver(ctx, group, cl.token)
+}
+
+// claimAttempts bounds the claims takeOver sends: each refusal after the first means another claim
+// landed between two of them, which only two gateways that both take themselves for the group's
+// coordinator make (the hold and the lease prevent it).
+const claimAttempts = 3
+
+// takeOver claims group in Redis with token (Store.ClaimGroup), taking it over from the claim holding
+// it while this gateway coordinates the group, and checks that it still does once Redis answered
+// (errNotCoordinating otherwise). The first attempt claims only a group unclaimed or last claimed by
+// this gateway: a claim held up until another gateway had taken the group over and claimed it then
+// lands over nothing (the new coordinator's claim stands; before, its next write was refused and the
+// group rejoined there). The attempts after it name the claim that refused the one before, which this
+// coordinator replaces, however long its gateway has been down.
+func (g *Gateway) takeOver(ctx context.Context, group, token string) error {
+	seen := ""
+	for range claimAttempts {
+		holder, err := g.store.ClaimGroup(ctx, group, token, seen)
+		switch {
+		case err != nil:
+			return err
+		case !g.nodes.isCoordinator(group):
+			return errNotCoordinating
+		case holder == "":
+			return nil
+		}
+		seen = holder
+	}
+	return errClaimContended
+}
+
+// claimAtJoin starts the claim of group as a member joins it here (JoinGroup), not only at its first
+// write, so that a commit validated by the gateway that had the group before, landing after these
+// members read their offsets, is refused then too. It does not wait: the join round (the other
+// members, the initial rebalance delay) goes on while Redis answers, and only a join answered with a
+// generation waits for the claim (joinClaimed). It returns the claim, nil past maxClaims, and
+// NOT_COORDINATOR when the group moved away, for the join to answer.
+func (g *Gateway) claimAtJoin(ctx context.Context, group string) (*groupClaim, int16) {
+	cl, err := g.claimFor(ctx, group, true)
+	return cl, groupErrCode(err)
+}
+
+// joinClaimed waits for cl, group's claim made or under way as a member joined (claimAtJoin), before
+// the join is answered with a generation: so no member admitted here reads the group's offsets before
+// the claim fenced the writes of the gateway that had the group before, and none is admitted by a
+// gateway whose claim found the group moved away (NOT_COORDINATOR, and the group dropped from memory
+// unless claimed anew since). A claim failing in Redis is best effort: the join is answered, and the
+// first write claims again.
+func (g *Gateway) joinClaimed(ctx context.Context, group string, cl *groupClaim) int16 {
+	if cl == nil {
 		return 0
 	}
-	_, err := g.claimGroup(ctx, group)
+	_, err := awaitClaim(ctx, cl)
 	switch {
 	case errors.Is(err, errNotCoordinating):
+		if g.claims.forget(group, cl.token) {
+			g.coord.Unload(ctx, func(name string) bool { return name != group })
+		}
 		return kerr.NotCoordinator.Code
 	case err != nil:
 		g.log.Debug().Err(err).Str("group", group).Msg("could not claim the group's offsets at a join")

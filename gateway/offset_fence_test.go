@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,8 +202,12 @@ func TestRefusedWriteUnloadsAndReclaims(t *testing.T) {
 	c := fetchConn(t, g)
 	takenOver := func(group string) {
 		t.Helper()
-		if err := other.ClaimGroup(ctx, group, "another-gateway/1"); err != nil {
-			t.Fatal(err)
+		holder, err := other.ClaimGroup(ctx, group, "another-gateway/1", "")
+		if err == nil && holder != "" {
+			holder, err = other.ClaimGroup(ctx, group, "another-gateway/1", holder) // taken over
+		}
+		if err != nil || holder != "" {
+			t.Fatalf("another gateway's claim: held by %q (%v)", holder, err)
 		}
 	}
 
@@ -430,6 +435,140 @@ func TestClaimRefusedOnceCoordinatorMoved(t *testing.T) {
 	}
 	if code := commitCode(t, ctx, cb, group, -1, "", topic, 11); code != 0 {
 		t.Errorf("B's commit after A's refused claim: error %d", code)
+	}
+}
+
+// TestLateClaimKeepsNewCoordinator: gateway A, coordinating, claims a group as a member joins it, and
+// the claim is held on its way until gateway B has taken the group over (a scale-out), admitted a
+// member and claimed the group; A's claim then lands. Before, it replaced B's claim, and B's member's
+// next commit was refused (NOT_COORDINATOR, the group unloaded from B: a rebalance for nothing). The
+// late claim now stores nothing: B's record, group and commits stand.
+func TestLateClaimKeepsNewCoordinator(t *testing.T) {
+	ctx, storeA, storeB := takeoverStores(t)
+	const topic = "claimed-stale"
+	createTopic(t, storeA, topic, 1)
+	group := groupOn([]int32{1, 2}, 1) // on B once B runs; on A while A is alone
+
+	a, _ := serveOn(t, storeA, takeoverConfig(1))
+	waitFor(t, 10*time.Second, "A to coordinate "+group, func() bool { return a.notCoordinator(group) == 0 })
+	hold := newHoldWrites(storeA.OwnerKey(group))
+	storeA.Client().AddHook(hold)
+	hold.arm()
+	joinA := make(chan int16, 1)
+	go func() {
+		r, err := fetchConn(t, a).joinGroup(ctx, joinRequest(3, group))
+		if err != nil {
+			t.Error(err)
+			joinA <- -1
+			return
+		}
+		joinA <- r.(*kmsg.JoinGroupResponse).ErrorCode
+	}()
+	select {
+	case <-hold.held:
+	case <-ctx.Done():
+		t.Fatal("A's claim never reached Redis")
+	}
+
+	b, _ := serveOn(t, storeB, takeoverConfig(2))
+	waitFor(t, 10*time.Second, "B to coordinate "+group, func() bool { return b.notCoordinator(group) == 0 })
+	waitFor(t, 10*time.Second, "A to hand "+group+" over", func() bool { return a.notCoordinator(group) != 0 })
+	cb := fetchConn(t, b)
+	member, gen := joinAndSync(t, ctx, cb, group)
+	if code := commitCode(t, ctx, cb, group, gen, member, topic, 10); code != 0 {
+		t.Fatalf("commit of 10 through B: error %d", code)
+	}
+	record, err := storeB.Client().Get(ctx, storeB.OwnerKey(group)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	hold.release()
+	if code := <-joinA; code != kerr.NotCoordinator.Code {
+		t.Errorf("A's join whose claim landed after the takeover: error %d, want NOT_COORDINATOR (%d)", code, kerr.NotCoordinator.Code)
+	}
+	if now, err := storeB.Client().Get(ctx, storeB.OwnerKey(group)).Result(); err != nil || now != record {
+		t.Errorf("owner record after A's late claim: %q (%v), want B's %q", now, err, record)
+	}
+	if code := commitCode(t, ctx, cb, group, gen, member, topic, 11); code != 0 {
+		t.Errorf("B's member's commit after A's late claim: error %d, want none", code)
+	}
+	if _, err := b.coord.Lookup(ctx, group); err != nil {
+		t.Errorf("B dropped the group after A's late claim: %v", err)
+	}
+	if got := committedOffset(t, ctx, cb, group, topic); got != 11 {
+		t.Errorf("committed offset: %d, want 11", got)
+	}
+}
+
+// TestJoinRoundOverlapsClaim: a JoinGroup of a group this gateway has not claimed no longer waits for
+// the claim's answer before the join round. With the claim held on its way to Redis (the group's
+// master hung), a member's first join is answered MEMBER_ID_REQUIRED and its second is admitted to the
+// round meanwhile; the answer that gives it a generation waits for the claim, so the member reads no
+// offsets before the claim fenced the writes of the gateway that had the group before. Before, the
+// first join waited for the claim (up to the command timeout).
+func TestJoinRoundOverlapsClaim(t *testing.T) {
+	srv := redisServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store := openStoreAt(t, srv.Addr, redisstore.Options{CommandTimeout: 30 * time.Second})
+	g, _ := serveOn(t, store, Config{Groups: coordinator.Config{InitialRebalanceDelay: -1}})
+	const group = "overlapped"
+	hold := newHoldWrites(store.OwnerKey(group))
+	store.Client().AddHook(hold)
+	release := sync.OnceFunc(hold.release)
+	t.Cleanup(release)
+	hold.arm()
+	c := fetchConn(t, g)
+	join := joinRequest(5, group)
+	answer := func(to chan<- *kmsg.JoinGroupResponse) {
+		r, err := c.joinGroup(ctx, join)
+		if err != nil {
+			t.Error(err)
+			r = kmsg.NewPtrJoinGroupResponse()
+		}
+		to <- r.(*kmsg.JoinGroupResponse)
+	}
+	first := make(chan *kmsg.JoinGroupResponse, 1)
+	go answer(first)
+	select {
+	case <-hold.held:
+	case <-ctx.Done():
+		t.Fatal("the claim never reached Redis")
+	}
+	select {
+	case r := <-first:
+		if r.ErrorCode != kerr.MemberIDRequired.Code {
+			t.Fatalf("first join: error %d, want MEMBER_ID_REQUIRED", r.ErrorCode)
+		}
+		join.MemberID = r.MemberID
+	case <-time.After(5 * time.Second): // a deadline for the failure, not a wait for a state
+		t.Fatal("the first join waited for the claim's answer")
+	}
+
+	second := make(chan *kmsg.JoinGroupResponse, 1)
+	go answer(second)
+	waitFor(t, 10*time.Second, "the member admitted to a generation", func() bool {
+		info, found, _ := g.describeGroup(ctx, group)
+		return found && info.State == coordinator.StateCompletingRebalance
+	})
+	select {
+	case r := <-second:
+		t.Fatalf("join answered (error %d, generation %d) before its claim was", r.ErrorCode, r.Generation)
+	default:
+	}
+	release()
+	var r *kmsg.JoinGroupResponse
+	select {
+	case r = <-second:
+	case <-ctx.Done():
+		t.Fatal("the join was never answered")
+	}
+	if r.ErrorCode != 0 || r.Generation != 1 || r.MemberID != join.MemberID {
+		t.Fatalf("join after the claim: error %d, generation %d, member %q; want generation 1 of %q", r.ErrorCode, r.Generation, r.MemberID, join.MemberID)
+	}
+	if record := store.Client().Get(ctx, store.OwnerKey(group)).Val(); !strings.HasPrefix(record, g.instance+"/") {
+		t.Fatalf("owner record %q, want this gateway's claim", record)
 	}
 }
 

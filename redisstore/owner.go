@@ -11,8 +11,8 @@ import (
 // A group's offsets are written by the gateway that coordinates the group, but a write validated by
 // one coordinator can reach Redis after another took the group over (a stalled connection, an
 // asymmetric partition), and would then overwrite the newer coordinator's commits with older offsets.
-// So each group has an owner record on its slot (<ns>:owner:{<tag>}:<group>, the claiming gateway's
-// instance id): a gateway claims the group (ClaimGroup) before it first checks a write against its
+// So each group has an owner record on its slot (<ns>:owner:{<tag>}:<group>, the claim of a gateway's
+// instance): a gateway claims the group (ClaimGroup) before it first checks a write against its
 // view of the group, and every write of the group's offsets (CommitOffsets, DeleteOffsets,
 // DeleteGroup) is a script that checks the record in the same step, refusing with ErrNotOwner when
 // another gateway claimed since. A group without a record takes any writer: one written only by
@@ -98,14 +98,40 @@ func ownerError(err error) error {
 // OwnerKey names group's owner record.
 func (s *Store) OwnerKey(group string) string { return s.keys.owner(group) }
 
-// ClaimGroup makes owner the owner of group's offsets: from now on only owner's writes of them are
-// stored, until another gateway claims the group or ownerFor has passed. Called before the claimer
-// checks a write against its view of the group, so that any write it validates is refused once
-// another gateway claimed the group after it.
-func (s *Store) ClaimGroup(ctx context.Context, group, owner string) error {
+// claimScript sets KEYS[1], group's owner record, to the claim ARGV[1] (<instance>/<seq>) for ARGV[3]
+// ms unless another claim holds it, which it returns (nothing when it claimed). A claim yields only to
+// the record being absent, being ARGV[2] (the claim the claimant saw holding the group, from its last
+// refusal; ” none), or being one of its own instance's older claims (a lower seq): a claim held up on
+// its way lands over no claim made after it was sent, as none of those is absent, seen by it or older
+// of its own instance.
+var claimScript = redis.NewScript(`
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] and held ~= ARGV[2] then
+  local hi, hs = string.match(held, '^(.+)/(%d+)$')
+  local mi, ms = string.match(ARGV[1], '^(.+)/(%d+)$')
+  if not (hi and mi and hi == mi and tonumber(hs) < tonumber(ms)) then
+    return held
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return ''
+`)
+
+// ClaimGroup makes token (<instance>/<seq>, seq rising with each claim of the instance) the owner of
+// group's offsets: from then on only token's writes of them are stored, until another claim replaces
+// it or ownerFor has passed. It claims only a group with no record, one held by seen (the claim that
+// refused this claimant's last attempt, "" none) or by an older claim of token's instance; otherwise it
+// returns the claim holding the group (holder) and changes nothing. A gateway that coordinates the
+// group takes it over from holder by claiming again with seen = holder: so a claim sent before
+// another gateway's and landing after it (held up on its way) does not displace it, while a gateway
+// taking over from one that is down or cut off need not wait for its record to expire.
+//
+// Called before the claimer checks a write against its view of the group, so that any write it
+// validates is refused once another gateway claimed the group after it.
+func (s *Store) ClaimGroup(ctx context.Context, group, token, seen string) (holder string, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	return s.rdb.Set(ctx, s.keys.owner(group), owner, ownerFor).Err()
+	return claimScript.Run(ctx, s.rdb, []string{s.keys.owner(group)}, token, seen, ownerFor.Milliseconds()).Text()
 }
 
 // commitArgs are commitOffsetsScript's arguments.

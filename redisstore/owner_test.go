@@ -43,9 +43,7 @@ func TestOwnerFencesOffsetWrites(t *testing.T) {
 		wantOffsets("g", 3, "a")
 
 		// Claimed by A: A writes, B is refused and changes nothing.
-		if err := s.ClaimGroup(ctx, "g", "gw-a/1"); err != nil {
-			t.Fatal(err)
-		}
+		mustClaim(t, s, "g", "gw-a/1", "")
 		if err := commit("g", "gw-a/1", 4, "a4"); err != nil {
 			t.Fatal(err)
 		}
@@ -55,9 +53,7 @@ func TestOwnerFencesOffsetWrites(t *testing.T) {
 		wantOffsets("g", 4, "a4")
 
 		// B claims: A's write, validated under its claim, is refused now.
-		if err := s.ClaimGroup(ctx, "g", "gw-b/1"); err != nil {
-			t.Fatal(err)
-		}
+		mustClaim(t, s, "g", "gw-b/1", "gw-a/1")
 		if err := commit("g", "gw-a/1", 5, ""); !errors.Is(err, ErrNotOwner) {
 			t.Fatalf("commit by A after B claimed: %v, want ErrNotOwner", err)
 		}
@@ -103,6 +99,51 @@ func TestOwnerFencesOffsetWrites(t *testing.T) {
 	})
 }
 
+// mustClaim claims group with token, having seen seen hold it, and fails the test unless it did.
+func mustClaim(t *testing.T, s *Store, group, token, seen string) {
+	t.Helper()
+	if holder, err := s.ClaimGroup(t.Context(), group, token, seen); err != nil || holder != "" {
+		t.Fatalf("claim of %s by %s (seen %q): held by %q (%v)", group, token, seen, holder, err)
+	}
+}
+
+// TestClaimGroupYieldsOnlyToWhatItSaw: a claim replaces no claim its claimant did not see, except an
+// older one of its own instance, so that a claim held up on its way lands over no claim made after it
+// was sent; a claimant that saw the holder (its last refusal) takes the group over at once, without
+// waiting for the record to expire. On every store.
+func TestClaimGroupYieldsOnlyToWhatItSaw(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		refused := func(token, seen, want string) {
+			t.Helper()
+			holder, err := s.ClaimGroup(ctx, "g", token, seen)
+			if err != nil || holder != want {
+				t.Fatalf("claim by %s (seen %q): held by %q (%v), want refused for %q", token, seen, holder, err, want)
+			}
+			if now := s.Client().Get(ctx, s.OwnerKey("g")).Val(); now != want {
+				t.Fatalf("record after a refused claim: %q, want %q", now, want)
+			}
+		}
+		mustClaim(t, s, "g", "gw-a/2", "")        // no record
+		mustClaim(t, s, "g", "gw-a/2", "")        // its own (sent again)
+		mustClaim(t, s, "g", "gw-a/10", "")       // an older claim of its instance (10 > 2 as numbers)
+		refused("gw-a/9", "", "gw-a/10")          // a newer claim of its instance: held up on its way
+		refused("gw-b/1", "", "gw-a/10")          // another instance's claim, not seen
+		refused("gw-b/2", "gw-a/9", "gw-a/10")    // another claim than the one seen
+		mustClaim(t, s, "g", "gw-b/3", "gw-a/10") // the claim seen: taken over
+		refused("gw-a/11", "", "gw-b/3")          // A's claim sent before B's, landing after it
+		refused("gw-a/11", "gw-a/10", "gw-b/3")   // A's, having seen its own earlier claim
+		if ttl := s.Client().PTTL(ctx, s.OwnerKey("g")).Val(); ttl <= ownerFor-time.Minute || ttl > ownerFor {
+			t.Fatalf("record's time to live after the takeover: %v, want %v", ttl, ownerFor)
+		}
+		if err := s.Client().Set(ctx, s.OwnerKey("g"), "unparsed", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		refused("gw-b/4", "", "unparsed") // not a claim of this version's form: taken over only seen
+		mustClaim(t, s, "g", "gw-b/4", "unparsed")
+	})
+}
+
 // TestCommitOffsetsManyPartitions: a commit (and a deletion) of thousands of partitions is written
 // whole by its script: more than Lua's unpack takes at once, were they passed to one variadic call.
 func TestCommitOffsetsManyPartitions(t *testing.T) {
@@ -132,9 +173,7 @@ func TestCommitOffsetsManyPartitions(t *testing.T) {
 func TestEmbeddedKeysExpire(t *testing.T) {
 	s := openEmbedded(t)
 	ctx := t.Context()
-	if err := s.ClaimGroup(ctx, "g", "token"); err != nil {
-		t.Fatal(err)
-	}
+	mustClaim(t, s, "g", "gw/1", "")
 	if ttl := s.Client().PTTL(ctx, s.OwnerKey("g")).Val(); ttl <= 0 {
 		t.Fatalf("owner record TTL %v, want one", ttl)
 	}
