@@ -1095,9 +1095,51 @@ func (s *Store) deleteRecords(ctx context.Context, topic string, partition int32
 	if known {
 		flag = 1
 	}
-	n, err := deleteRecordsScript.Run(ctx, s.rdb,
-		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition),
-			s.keys.bindex(topic, partition)}, before, flag).Int64()
+	return trimmed(deleteRecordsScript.Run(ctx, s.rdb, s.trimKeys(topic, partition), before, flag).Int64())
+}
+
+// Trim is a DeleteRecords of one partition: its records below Before (-1: the high watermark) go.
+type Trim struct {
+	Partition int32
+	Before    int64
+}
+
+// TrimResult is a Trim's new log start offset, or its error (DeleteRecords').
+type TrimResult struct {
+	Start int64
+	Err   error
+}
+
+// DeleteRecordsOf is DeleteRecords of each of trims, partitions of topic, in one round trip (and one
+// more for those whose master lacks the script), not one per partition. Results are in the order of
+// trims.
+func (s *Store) DeleteRecordsOf(ctx context.Context, topic string, trims []Trim) []TrimResult {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(trims))
+	for i, tr := range trims {
+		cmds[i] = deleteRecordsScript.EvalSha(ctx, pipe, s.trimKeys(topic, tr.Partition), tr.Before, 0)
+	}
+	_, _ = pipe.Exec(ctx)
+	s.scriptsAgain(ctx, cmds, func(again redis.Pipeliner, i int) *redis.Cmd {
+		return deleteRecordsScript.Eval(ctx, again, s.trimKeys(topic, trims[i].Partition), trims[i].Before, 0)
+	})
+	out := make([]TrimResult, len(trims))
+	for i, c := range cmds {
+		out[i].Start, out[i].Err = trimmed(c.Int64())
+	}
+	return out
+}
+
+// trimKeys are deleteRecordsScript's keys for a partition.
+func (s *Store) trimKeys(topic string, partition int32) []string {
+	return []string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition),
+		s.keys.bindex(topic, partition)}
+}
+
+// trimmed is the new log start offset of deleteRecordsScript's answer n, or its error.
+func trimmed(n int64, err error) (int64, error) {
 	switch {
 	case err != nil:
 		return 0, err

@@ -1412,3 +1412,52 @@ func TestKnownTimeLookups(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteRecordsOf: DeleteRecordsOf trims several partitions of a topic as DeleteRecords trims
+// each, its errors per partition, in one round trip once the masters have the script, and in one more
+// when they lack it (its first use, SCRIPT FLUSH, a restart), not one more per partition.
+func TestDeleteRecordsOf(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "trims", 4)
+		for p := range int32(4) {
+			appendOne(t, s, "trims", p, plain("r", 10)...)
+		}
+		var trips atomic.Int64
+		s.rdb.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+			trips.Add(1)
+			return next(ctx, cmds)
+		}))
+		for _, step := range []struct {
+			name  string
+			trims []Trim
+			want  []TrimResult
+			most  int64
+		}{
+			{"first", []Trim{{0, 4}, {1, -1}, {2, 11}, {3, 10}}, []TrimResult{{Start: 4}, {Start: 10}, {Err: ErrOffsetOutOfRange}, {Start: 10}}, 2},
+			{"cached", []Trim{{0, 5}, {2, 1}}, []TrimResult{{Start: 5}, {Start: 1}}, 1},
+			{"flushed", []Trim{{0, 6}, {1, 2}, {2, 2}}, []TrimResult{{Start: 6}, {Start: 10}, {Start: 2}}, 2},
+		} {
+			if step.name == "flushed" {
+				flushScripts(t, s)
+			}
+			before := trips.Load()
+			got := s.DeleteRecordsOf(ctx, "trims", step.trims)
+			for i := range step.want {
+				if got[i].Start != step.want[i].Start || !errors.Is(got[i].Err, step.want[i].Err) {
+					t.Errorf("%s: trim %+v = %+v, want %+v", step.name, step.trims[i], got[i], step.want[i])
+				}
+			}
+			if n := trips.Load() - before; n > step.most {
+				t.Errorf("%s: DeleteRecordsOf of %d partitions took %d round trips, want %d at most", step.name, len(step.trims), n, step.most)
+			}
+		}
+		offs, err := s.PartitionOffsets(ctx, "trims", []int32{0, 1, 2, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []Offsets{{6, 10}, {10, 10}, {2, 10}, {10, 10}}; !slices.Equal(offs, want) {
+			t.Errorf("offsets after the trims %v, want %v", offs, want)
+		}
+	})
+}
