@@ -30,9 +30,9 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 		st.Topic = rt.Topic
 		topic, terr := g.topics.get(ctx, rt.Topic)
 		// The topic's earliest and latest lookups are one Redis round trip, not one per partition (a
-		// lag tool asks for every partition of every topic). The same round trip checks, after them,
-		// that the partitions of timestamp lookups still exist: a topic deleted through another
-		// gateway, while this one's view still lists it, is unknown rather than empty.
+		// lag tool asks for every partition of every topic). A topic deleted through another gateway,
+		// while this one's view still lists it, is unknown rather than empty: that round trip, and
+		// each timestamp lookup's own, check that its partitions still exist.
 		var (
 			ends  []int32
 			slots []int
@@ -56,12 +56,7 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 				slots = append(slots, len(st.Partitions))
 				asked = append(asked, rp.Timestamp)
 			default:
-				sp.ErrorCode = g.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp, &sp)
-				if sp.ErrorCode == 0 && rp.Partition < topic.PartitionMeta {
-					ends = append(ends, rp.Partition)
-					slots = append(slots, len(st.Partitions))
-					asked = append(asked, rp.Timestamp)
-				}
+				sp.ErrorCode = g.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp, rp.Partition < topic.PartitionMeta, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -122,10 +117,16 @@ func repeatedListOffsetsPartitions(req *kmsg.ListOffsetsRequest) map[partKey]boo
 	return repeated
 }
 
-func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int64, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
+// listOffset looks up timestamp ts (-3: the maximum) in partition p of topic; known says the partition
+// has a meta hash (Topic.PartitionMeta), so that one found without it is unknown.
+func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int64, known bool, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
+	maxTimestamp, offsetForTime := g.store.MaxTimestamp, g.store.OffsetForTime
+	if known {
+		maxTimestamp, offsetForTime = g.store.KnownMaxTimestamp, g.store.KnownOffsetForTime
+	}
 	switch ts {
 	case -3:
-		off, rts, found, err := g.store.MaxTimestamp(ctx, topic, p)
+		off, rts, found, err := maxTimestamp(ctx, topic, p)
 		if err != nil {
 			return errCode(err)
 		}
@@ -136,7 +137,7 @@ func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int6
 		if ts < 0 {
 			return kerr.InvalidRequest.Code
 		}
-		off, rts, found, err := g.store.OffsetForTime(ctx, topic, p, ts)
+		off, rts, found, err := offsetForTime(ctx, topic, p, ts)
 		if err != nil {
 			return errCode(err)
 		}

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -124,5 +126,87 @@ func TestListOffsetsTopicDeletedElsewhere(t *testing.T) {
 	}
 	if keys, err := store.Client().Keys(ctx, "*"+name+"*").Result(); err != nil || len(keys) != 0 {
 		t.Fatalf("keys of the deleted topic after the requests: %v, %v", keys, err)
+	}
+}
+
+// TestListOffsetsByTimeIsItsLookupAlone: a ListOffsets of timestamp lookups (a time, -3) costs Redis
+// the round trips of the store's lookups and no more: they check themselves that a topic this
+// gateway's view lists still has its partitions (TestListOffsetsTopicDeletedElsewhere). The check
+// was a round trip of its own after them, one per topic.
+func TestListOffsetsByTimeIsItsLookupAlone(t *testing.T) {
+	ctx, g, store := redisGateway(t, Config{})
+	const name = "lo-trips"
+	createTopic(t, store, name, 2)
+	for p := range int32(2) {
+		appendValues(t, ctx, store, name, p, 6, 10)
+	}
+	var trips atomic.Int64
+	store.Observe(func(string, time.Duration, error) { trips.Add(1) })
+	// count is the round trips f takes; it is asked again when the gateway's topic view was reloaded
+	// meanwhile (a round trip of no lookup's).
+	count := func(f func()) int64 {
+		t.Helper()
+		for range 5 {
+			if _, err := g.topics.get(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			g.topics.load.Lock()
+			reloads := g.topics.reloads
+			g.topics.load.Unlock()
+			before := trips.Load()
+			f()
+			n := trips.Load() - before
+			g.topics.load.Lock()
+			again := g.topics.reloads != reloads
+			g.topics.load.Unlock()
+			if !again {
+				return n
+			}
+		}
+		t.Fatal("the topic view reloaded during every try")
+		return 0
+	}
+	c := &conn{g: g}
+	for _, ts := range []int64{0, -3} {
+		lookups := count(func() {
+			for p := range int32(2) {
+				var err error
+				if ts == -3 {
+					_, _, _, err = store.MaxTimestamp(ctx, name, p)
+				} else {
+					_, _, _, err = store.OffsetForTime(ctx, name, p, ts)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		var resp *kmsg.ListOffsetsResponse
+		listed := count(func() {
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.Version, req.ReplicaID = 8, -1
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = name
+			for p := range int32(2) {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition, rp.Timestamp = p, ts
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+			r, err := c.listOffsets(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp = r.(*kmsg.ListOffsetsResponse)
+		})
+		for _, sp := range resp.Topics[0].Partitions {
+			if sp.ErrorCode != 0 || sp.Offset != 0 || sp.Timestamp != 1 {
+				t.Errorf("ListOffsets %d, partition %d: error %d, offset %d, timestamp %d; want 0, 0, 1", ts, sp.Partition, sp.ErrorCode, sp.Offset, sp.Timestamp)
+			}
+		}
+		if listed != lookups {
+			t.Errorf("ListOffsets %d of 2 partitions: %d Redis round trips; the store's lookups take %d", ts, listed, lookups)
+		}
+		t.Logf("ListOffsets %d of 2 partitions: %d round trips (the lookups alone: %d)", ts, listed, lookups)
 	}
 }

@@ -59,7 +59,7 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 			continue
 		}
 		// A pass can be long, and the topic deleted, or deleted and created again, since it began: the
-		// topic's entry now gives the cutoff, and each trim checks it is still that topic.
+		// topic's entry now gives the cutoff, and is checked again before the trims.
 		t, err := g.store.Topic(ctx, name)
 		if err != nil {
 			continue
@@ -76,25 +76,23 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 				g.log.Debug().Str("topic", name).Int("producers", n).Msg("idle producers' state dropped")
 			}
 		}
-		if !timed {
+		if !timed || len(led) == 0 {
 			continue
 		}
-		for _, p := range led {
-			// The high watermark before the scan: when no record is at or after the cutoff, every one
-			// below it is older, but a record appended since the scan must stay.
-			offs, err := g.store.PartitionOffsets(ctx, name, []int32{p})
-			if err != nil {
-				continue
-			}
+		// The high watermarks before the scans: when no record is at or after the cutoff, every one
+		// below it is older, but a record appended since the scan must stay.
+		offs, err := g.store.PartitionOffsets(ctx, name, led)
+		if err != nil {
+			continue
+		}
+		var trims []redisstore.Trim
+		for i, p := range led {
 			off, maxTS, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
 			if err != nil {
 				continue
 			}
 			if afterRetentionScan != nil {
 				afterRetentionScan()
-			}
-			if cur, err := g.store.Topic(ctx, name); err != nil || cur.ID != t.ID || g.retentionOf(cur) != v {
-				break // deleted (or created again), or its retention changed, since the scan: next pass
 			}
 			before := off
 			if !found {
@@ -104,10 +102,22 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 				if maxTS < 0 || maxTS >= cutoff { // OffsetForTime: the partition's largest timestamp
 					continue
 				}
-				before = offs[0].End
+				before = offs[i].End
 			}
-			if start, err := g.store.DeleteRecords(ctx, name, p, before); err == nil && ctx.Err() == nil {
-				g.log.Debug().Str("topic", name).Int32("partition", p).Int64("log_start", start).Msg("retention applied")
+			trims = append(trims, redisstore.Trim{Partition: p, Before: before})
+		}
+		if len(trims) == 0 {
+			continue
+		}
+		// The entry read again after the scans, once for the topic, and the trims in one round trip
+		// after it, so that a trim still follows a check of the entry by one round trip, as when each
+		// partition read it before its own trim.
+		if cur, err := g.store.Topic(ctx, name); err != nil || cur.ID != t.ID || g.retentionOf(cur) != v {
+			continue // deleted (or created again), or its retention changed, since the scans: next pass
+		}
+		for i, r := range g.store.DeleteRecordsOf(ctx, name, trims) {
+			if r.Err == nil && ctx.Err() == nil {
+				g.log.Debug().Str("topic", name).Int32("partition", trims[i].Partition).Int64("log_start", r.Start).Msg("retention applied")
 			}
 		}
 	}

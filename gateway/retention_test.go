@@ -241,3 +241,51 @@ func TestRetentionRereadsTopicsDuringPass(t *testing.T) {
 		}
 	}
 }
+
+// TestRetentionRoundTripsPerTopic: a pass over a topic reads its registry entry twice, for the cutoff
+// and once more after the scans of its partitions, and trims them in one round trip: it read the
+// entry again, and trimmed, partition by partition (TestRetentionRereadsTopicsDuringPass keeps the
+// check after the scans).
+func TestRetentionRoundTripsPerTopic(t *testing.T) {
+	ctx, g, store := embeddedGateway(t, Config{Listen: "127.0.0.1:0"})
+	const partitions = 4
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: "ret-trips", Partitions: partitions, Configs: map[string]string{"retention.ms": "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.ln.Close()
+	now := time.Now()
+	for p := range int32(partitions) {
+		b := []*redisstore.Batch{{Topic: "ret-trips", Partition: p, ProducerID: -1, KnownPartition: true,
+			Records: []redisstore.Record{{Timestamp: now.Add(-time.Hour).UnixMilli(), Value: []byte("v")}, {Timestamp: now.UnixMilli(), Value: []byte("v")}}}}
+		if res := store.Append(ctx, b); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+	if _, err := g.topics.all(ctx); err != nil { // the view the pass starts from
+		t.Fatal(err)
+	}
+	var trips, entryReads atomic.Int64
+	store.Observe(func(cmd string, _ time.Duration, _ error) {
+		trips.Add(1)
+		if cmd == "hget" {
+			entryReads.Add(1)
+		}
+	})
+	g.enforceRetention(ctx, now)
+	t.Logf("a pass over %d partitions: %d round trips, %d registry entry reads", partitions, trips.Load(), entryReads.Load())
+	if n := entryReads.Load(); n != 2 {
+		t.Errorf("a pass over a topic of %d partitions read its registry entry %d times; want 2", partitions, n)
+	}
+	offs, err := store.PartitionOffsets(ctx, "ret-trips", []int32{0, 1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, o := range offs {
+		if o.Start != 1 || o.End != 2 {
+			t.Errorf("partition %d after retention: log start %d, high watermark %d; want 1 and 2", p, o.Start, o.End)
+		}
+	}
+}

@@ -88,20 +88,9 @@ func (s *Store) CommitOffsets(ctx context.Context, group, owner string, commits 
 		cmds[i] = commitStreamScript.EvalSha(ctx, pipe, s.commitStreamKeys(c), group, c.Offset)
 	}
 	_, _ = pipe.Exec(ctx)
-	// A master without the script (restarted, failed over, flushed) answers NOSCRIPT to each: they are
-	// sent again with the script's text, in one more round trip, not one per partition.
-	var again redis.Pipeliner
-	for i, c := range commits {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-			if again == nil {
-				again = s.rdb.Pipeline()
-			}
-			cmds[i] = commitStreamScript.Eval(ctx, again, s.commitStreamKeys(c), group, c.Offset)
-		}
-	}
-	if again != nil {
-		_, _ = again.Exec(ctx)
-	}
+	s.scriptsAgain(ctx, cmds, func(again redis.Pipeliner, i int) *redis.Cmd {
+		return commitStreamScript.Eval(ctx, again, s.commitStreamKeys(commits[i]), group, commits[i].Offset)
+	})
 	var indexErr error
 	if indexed != nil {
 		indexErr = s.groupIndexed(group, indexed.Err())

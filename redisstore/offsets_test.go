@@ -401,7 +401,6 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // which made a large commit run out of its command timeout after a failover.
 func TestCommitAfterScriptFlush(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *Store) {
-		ctx := t.Context()
 		const parts = 50
 		mustCreateTopic(t, s, "flushed", parts)
 		var commits []OffsetCommit
@@ -409,16 +408,7 @@ func TestCommitAfterScriptFlush(t *testing.T) {
 			commits = append(commits, OffsetCommit{Topic: "flushed", Partition: p, Offset: 1})
 		}
 		mustCommit(t, s, "before", time.Now(), commits...) // the script is cached
-		flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
-		var err error
-		if cc, ok := s.Client().(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, flush)
-		} else {
-			err = flush(ctx, s.Client().(*redis.Client))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		flushScripts(t, s)
 		hook := &countingHook{}
 		s.Client().AddHook(hook)
 		mustCommit(t, s, "after", time.Now(), commits...)
@@ -433,6 +423,22 @@ func TestCommitAfterScriptFlush(t *testing.T) {
 			}
 		}
 	})
+}
+
+// flushScripts empties the script cache of every master of s (SCRIPT FLUSH), as a restart or a
+// failover does.
+func flushScripts(t *testing.T, s *Store) {
+	t.Helper()
+	flush := func(ctx context.Context, c *redis.Client) error { return c.ScriptFlush(ctx).Err() }
+	var err error
+	if cc, ok := s.Client().(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(t.Context(), flush)
+	} else {
+		err = flush(t.Context(), s.Client().(*redis.Client))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestDeleteOffsetsReportsRedisGroupFailures: a deletion whose Redis consumer groups could not be

@@ -1095,9 +1095,51 @@ func (s *Store) deleteRecords(ctx context.Context, topic string, partition int32
 	if known {
 		flag = 1
 	}
-	n, err := deleteRecordsScript.Run(ctx, s.rdb,
-		[]string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition),
-			s.keys.bindex(topic, partition)}, before, flag).Int64()
+	return trimmed(deleteRecordsScript.Run(ctx, s.rdb, s.trimKeys(topic, partition), before, flag).Int64())
+}
+
+// Trim is a DeleteRecords of one partition: its records below Before (-1: the high watermark) go.
+type Trim struct {
+	Partition int32
+	Before    int64
+}
+
+// TrimResult is a Trim's new log start offset, or its error (DeleteRecords').
+type TrimResult struct {
+	Start int64
+	Err   error
+}
+
+// DeleteRecordsOf is DeleteRecords of each of trims, partitions of topic, in one round trip (and one
+// more for those whose master lacks the script), not one per partition. Results are in the order of
+// trims.
+func (s *Store) DeleteRecordsOf(ctx context.Context, topic string, trims []Trim) []TrimResult {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(trims))
+	for i, tr := range trims {
+		cmds[i] = deleteRecordsScript.EvalSha(ctx, pipe, s.trimKeys(topic, tr.Partition), tr.Before, 0)
+	}
+	_, _ = pipe.Exec(ctx)
+	s.scriptsAgain(ctx, cmds, func(again redis.Pipeliner, i int) *redis.Cmd {
+		return deleteRecordsScript.Eval(ctx, again, s.trimKeys(topic, trims[i].Partition), trims[i].Before, 0)
+	})
+	out := make([]TrimResult, len(trims))
+	for i, c := range cmds {
+		out[i].Start, out[i].Err = trimmed(c.Int64())
+	}
+	return out
+}
+
+// trimKeys are deleteRecordsScript's keys for a partition.
+func (s *Store) trimKeys(topic string, partition int32) []string {
+	return []string{s.keys.stream(topic, partition), s.keys.meta(topic, partition), s.keys.tindex(topic, partition),
+		s.keys.bindex(topic, partition)}
+}
+
+// trimmed is the new log start offset of deleteRecordsScript's answer n, or its error.
+func trimmed(n int64, err error) (int64, error) {
 	switch {
 	case err != nil:
 		return 0, err
@@ -1117,6 +1159,17 @@ func (s *Store) deleteRecords(ctx context.Context, topic string, partition int32
 // them (maxts, maxoff): the answer is the first record after the last point below ts with a timestamp
 // of at least ts, at the latest the first point at or above ts.
 func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (offset, recordTS int64, found bool, err error) {
+	return s.offsetForTime(ctx, topic, partition, ts, false)
+}
+
+// KnownOffsetForTime is OffsetForTime for a partition known to have a meta hash
+// (Topic.PartitionMeta): one that has none (its topic deleted since the caller looked it up) answers
+// ErrUnknownPartition, where OffsetForTime finds no record. The check costs no round trip of its own.
+func (s *Store) KnownOffsetForTime(ctx context.Context, topic string, partition int32, ts int64) (offset, recordTS int64, found bool, err error) {
+	return s.offsetForTime(ctx, topic, partition, ts, true)
+}
+
+func (s *Store) offsetForTime(ctx context.Context, topic string, partition int32, ts int64, known bool) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	key := s.keys.tindex(topic, partition)
@@ -1126,11 +1179,14 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	pipe := s.rdb.Pipeline()
 	atOrAbove := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: indexed, Stop: "+inf", ByScore: true, Count: 1})
 	below := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "(" + indexed, Stop: "-inf", ByScore: true, Rev: true, Count: 1})
-	top := pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff")
+	top := s.timeMeta(ctx, pipe, topic, partition)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
-	maxOff, maxTS, stamped := metaMax(top.Val())
+	maxOff, maxTS, stamped, _, err := readTimeMeta(known, top.Val())
+	if err != nil {
+		return 0, 0, false, err
+	}
 	if !stamped {
 		maxTS = -1
 	}
@@ -1149,11 +1205,31 @@ func (s *Store) OffsetForTime(ctx context.Context, topic string, partition int32
 	// The records between the two points are read (from the log start when the point below was
 	// deleted): up to the point at or above ts, whose record matches unless it was deleted too (then on
 	// from there, page by page).
-	offset, recordTS, found, err = s.scanForTime(ctx, topic, partition, from, offset, ts)
+	offset, recordTS, found, err = s.scanForTime(ctx, ReadRequest{Topic: topic, Partition: partition, Offset: from, KnownPartition: known}, offset, ts)
 	if err == nil && !found {
 		recordTS = maxTS // the records at or after ts were deleted meanwhile
 	}
 	return offset, recordTS, found, err
+}
+
+// timeMeta queues on pipe the read of the fields of a partition's meta hash that a time lookup needs,
+// in one HMGET: maxts and maxoff (metaMax), next and start (readOffsets), which also tell whether a
+// known partition still has its meta hash.
+func (s *Store) timeMeta(ctx context.Context, pipe redis.Pipeliner, topic string, partition int32) *redis.SliceCmd {
+	return pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff", "next", "start")
+}
+
+// readTimeMeta parses timeMeta's reply: the partition's maximum timestamp and its offset (metaMax),
+// and its offsets, or ErrUnknownPartition when known and its meta hash is gone (readOffsets).
+func readTimeMeta(known bool, v []any) (maxOff, maxTS int64, stamped bool, offs Offsets, err error) {
+	if len(v) != 4 {
+		return 0, 0, false, Offsets{}, nil
+	}
+	if offs, err = readOffsets(ReadRequest{KnownPartition: known}, v[2:]); err != nil {
+		return 0, 0, false, Offsets{}, err
+	}
+	maxOff, maxTS, stamped = metaMax(v[:2])
+	return maxOff, maxTS, stamped, offs, nil
 }
 
 // metaMax parses the maxts and maxoff fields of a partition's meta hash; ok is false when maxoff is
@@ -1172,18 +1248,20 @@ func metaMax(vals []any) (offset, ts int64, ok bool) {
 	return offset, ts, terr == nil && oerr == nil
 }
 
-// scanForTime reads from offset from (the log start when that is further) on for the first record
-// with a timestamp of at least ts, the first read ending at offset upTo when that is ahead. Entries
-// deleted natively (XDEL) leave gaps, so a short read does not mean the end; the scan ends at the high
-// watermark.
-func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, from, upTo, ts int64) (int64, int64, bool, error) {
+// scanForTime reads r's partition from r.Offset (the log start when that is further) on for the first
+// record with a timestamp of at least ts, the first read ending at offset upTo when that is ahead.
+// Entries deleted natively (XDEL) leave gaps, so a short read does not mean the end; the scan ends at
+// the high watermark.
+func (s *Store) scanForTime(ctx context.Context, r ReadRequest, upTo, ts int64) (int64, int64, bool, error) {
 	const page = 1000
+	from := r.Offset
 	for {
 		count := int64(page)
 		if upTo >= from {
 			count = min(count, upTo-from+1)
 		}
-		res := s.Read(ctx, []ReadRequest{{Topic: topic, Partition: partition, Offset: from, Count: count}})[0]
+		r.Offset, r.Count = from, count
+		res := s.Read(ctx, []ReadRequest{r})[0]
 		if res.Err != nil {
 			return 0, 0, false, res.Err
 		}
@@ -1215,19 +1293,29 @@ func (s *Store) scanForTime(ctx context.Context, topic string, partition int32, 
 // whose largest timestamp's record alone was deleted still answers with it: the largest of the records
 // left is not kept.)
 func (s *Store) MaxTimestamp(ctx context.Context, topic string, partition int32) (offset, recordTS int64, found bool, err error) {
+	return s.maxTimestamp(ctx, topic, partition, false)
+}
+
+// KnownMaxTimestamp is MaxTimestamp for a partition known to have a meta hash (Topic.PartitionMeta):
+// one that has none (its topic deleted since the caller looked it up) answers ErrUnknownPartition,
+// where MaxTimestamp finds an empty partition. The check costs no round trip of its own.
+func (s *Store) KnownMaxTimestamp(ctx context.Context, topic string, partition int32) (offset, recordTS int64, found bool, err error) {
+	return s.maxTimestamp(ctx, topic, partition, true)
+}
+
+func (s *Store) maxTimestamp(ctx context.Context, topic string, partition int32, known bool) (offset, recordTS int64, found bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
-	top := pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff")
-	offs := pipe.HMGet(ctx, s.keys.meta(topic, partition), "next", "start")
+	top := s.timeMeta(ctx, pipe, topic, partition)
 	last := pipe.ZRevRangeWithScores(ctx, s.keys.tindex(topic, partition), 0, 0)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, false, err
 	}
-	if o := parseOffsets(offs.Val()); o.Start >= o.End {
-		return 0, 0, false, nil
+	offset, recordTS, found, o, err := readTimeMeta(known, top.Val())
+	if err != nil || o.Start >= o.End {
+		return 0, 0, false, err
 	}
-	offset, recordTS, found = metaMax(top.Val())
 	if zs := last.Val(); len(zs) > 0 && (!found || int64(zs[0].Score) >= recordTS) {
 		offset, _ = strconv.ParseInt(fmt.Sprint(zs[0].Member), 10, 64)
 		return offset, int64(zs[0].Score), true, nil

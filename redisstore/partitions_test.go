@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -1360,4 +1362,102 @@ func TestReadBuffersRecycled(t *testing.T) {
 	if reused < 10 && !raceEnabled || reused == 0 {
 		t.Fatalf("%d of 20 reads reused a recycled buffer", reused)
 	}
+}
+
+// TestKnownTimeLookups: KnownOffsetForTime and KnownMaxTimestamp answer as OffsetForTime and
+// MaxTimestamp while the partition has its meta hash, and ErrUnknownPartition once its topic is
+// deleted: before the lookup, or during it, between the lookup's read of the index and its scan of the
+// records. OffsetForTime and MaxTimestamp still find no record there.
+func TestKnownTimeLookups(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "known", 1)
+		appendOne(t, s, "known", 0, plain("r", 5)...)
+		if off, ts, found, err := s.KnownOffsetForTime(ctx, "known", 0, 1002); err != nil || !found || off != 2 || ts != 1002 {
+			t.Fatalf("KnownOffsetForTime(1002) = %d, %d, %v, %v; want 2, 1002", off, ts, found, err)
+		}
+		if off, ts, found, err := s.KnownMaxTimestamp(ctx, "known", 0); err != nil || !found || off != 4 || ts != 1004 {
+			t.Fatalf("KnownMaxTimestamp = %d, %d, %v, %v; want 4, 1004", off, ts, found, err)
+		}
+		// The topic deleted once the lookup has read the index and meta, before it scans the records.
+		var deleted atomic.Bool
+		s.rdb.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+			err := next(ctx, cmds)
+			if slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "zrange" }) && !deleted.Swap(true) {
+				if derr := s.DeleteTopic(ctx, "known"); derr != nil {
+					t.Error(derr)
+				}
+			}
+			return err
+		}))
+		if off, ts, found, err := s.KnownOffsetForTime(ctx, "known", 0, 1002); !errors.Is(err, ErrUnknownPartition) {
+			t.Errorf("KnownOffsetForTime(1002), the topic deleted during it = %d, %d, %v, %v; want ErrUnknownPartition", off, ts, found, err)
+		}
+		if !deleted.Load() {
+			t.Fatal("the topic was not deleted during the lookup")
+		}
+		for _, target := range []int64{0, 1002, 5000} {
+			if off, ts, found, err := s.KnownOffsetForTime(ctx, "known", 0, target); !errors.Is(err, ErrUnknownPartition) {
+				t.Errorf("KnownOffsetForTime(%d) of a deleted topic = %d, %d, %v, %v; want ErrUnknownPartition", target, off, ts, found, err)
+			}
+			if off, ts, found, err := s.OffsetForTime(ctx, "known", 0, target); err != nil || found {
+				t.Errorf("OffsetForTime(%d) of a deleted topic = %d, %d, %v, %v; want none", target, off, ts, found, err)
+			}
+		}
+		if off, ts, found, err := s.KnownMaxTimestamp(ctx, "known", 0); !errors.Is(err, ErrUnknownPartition) {
+			t.Errorf("KnownMaxTimestamp of a deleted topic = %d, %d, %v, %v; want ErrUnknownPartition", off, ts, found, err)
+		}
+		if off, ts, found, err := s.MaxTimestamp(ctx, "known", 0); err != nil || found {
+			t.Errorf("MaxTimestamp of a deleted topic = %d, %d, %v, %v; want none", off, ts, found, err)
+		}
+	})
+}
+
+// TestDeleteRecordsOf: DeleteRecordsOf trims several partitions of a topic as DeleteRecords trims
+// each, its errors per partition, in one round trip once the masters have the script, and in one more
+// when they lack it (its first use, SCRIPT FLUSH, a restart), not one more per partition.
+func TestDeleteRecordsOf(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "trims", 4)
+		for p := range int32(4) {
+			appendOne(t, s, "trims", p, plain("r", 10)...)
+		}
+		var trips atomic.Int64
+		s.rdb.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+			trips.Add(1)
+			return next(ctx, cmds)
+		}))
+		for _, step := range []struct {
+			name  string
+			trims []Trim
+			want  []TrimResult
+			most  int64
+		}{
+			{"first", []Trim{{0, 4}, {1, -1}, {2, 11}, {3, 10}}, []TrimResult{{Start: 4}, {Start: 10}, {Err: ErrOffsetOutOfRange}, {Start: 10}}, 2},
+			{"cached", []Trim{{0, 5}, {2, 1}}, []TrimResult{{Start: 5}, {Start: 1}}, 1},
+			{"flushed", []Trim{{0, 6}, {1, 2}, {2, 2}}, []TrimResult{{Start: 6}, {Start: 10}, {Start: 2}}, 2},
+		} {
+			if step.name == "flushed" {
+				flushScripts(t, s)
+			}
+			before := trips.Load()
+			got := s.DeleteRecordsOf(ctx, "trims", step.trims)
+			for i := range step.want {
+				if got[i].Start != step.want[i].Start || !errors.Is(got[i].Err, step.want[i].Err) {
+					t.Errorf("%s: trim %+v = %+v, want %+v", step.name, step.trims[i], got[i], step.want[i])
+				}
+			}
+			if n := trips.Load() - before; n > step.most {
+				t.Errorf("%s: DeleteRecordsOf of %d partitions took %d round trips, want %d at most", step.name, len(step.trims), n, step.most)
+			}
+		}
+		offs, err := s.PartitionOffsets(ctx, "trims", []int32{0, 1, 2, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []Offsets{{6, 10}, {10, 10}, {2, 10}, {10, 10}}; !slices.Equal(offs, want) {
+			t.Errorf("offsets after the trims %v, want %v", offs, want)
+		}
+	})
 }

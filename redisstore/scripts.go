@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"strconv"
 	"strings"
 
@@ -251,6 +252,25 @@ end
 finishBatch(meta, tindex, bindex, prods, pid, epoch, {string.format('%d:%d:%d', seq, last, nxt)}, n, last, kept, legacy, nxt, tix, k, 10, bytes, nil, pass)
 return {nxt, start, 0}
 `
+
+// scriptsAgain sends again, in one more round trip, the scripts of cmds (EVALSHAs run) that a master
+// answered NOSCRIPT (restarted, failed over, its script cache flushed): eval queues the i-th on again
+// with the script's text, and its command takes cmds[i]'s place. Not one round trip per script, as
+// Script.Run would take.
+func (s *Store) scriptsAgain(ctx context.Context, cmds []*redis.Cmd, eval func(again redis.Pipeliner, i int) *redis.Cmd) {
+	var again redis.Pipeliner
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			if again == nil {
+				again = s.rdb.Pipeline()
+			}
+			cmds[i] = eval(again, i)
+		}
+	}
+	if again != nil {
+		_, _ = again.Exec(ctx)
+	}
+}
 
 // deleteRecordsScript moves a partition's log start offset forward and trims the stream below it, and
 // the time index's points below it but the last (whose running maximum still bounds the timestamps of
