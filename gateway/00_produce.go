@@ -11,7 +11,8 @@ package gateway
 // configured).
 //
 // Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
-// batch larger than max.message.bytes, or decompressing past what is left of the request's budget
+// zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE (as Apache's request validation answers it, before the
+// batch's size); batch larger than max.message.bytes, or decompressing past what is left of the request's budget
 // (kafka.max_frame_bytes for all its batches) -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
 // CORRUPT_MESSAGE; several batches, no records or magic 0/1 -> INVALID_RECORD (as Apache's
 // ProduceRequest validation answers them); a CreateTime timestamp outside the topic's
@@ -93,6 +94,7 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				continue
 			}
 			rp := &rt.Partitions[pi]
+			head := batchHeadError(req.Version, rp.Records)
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
@@ -103,6 +105,8 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				sp.ErrorCode = errCode(terr)
 			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case head != 0:
+				sp.ErrorCode = head
 			case len(rp.Records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
 			default:
@@ -128,6 +132,21 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 		j.resp.Topics = append(j.resp.Topics, st)
 	}
 	return j
+}
+
+// batchHeadError is the error Apache answers a partition's batch with from its header alone, before
+// its size, CRC or records are looked at (0 for none): zstd below Produce v7 is
+// UNSUPPORTED_COMPRESSION_TYPE (ProduceRequest.validateRecords; KIP-110 gave zstd v7). A batch whose
+// header cannot be read is left to the decoder. A few bytes read per batch, none per record.
+func batchHeadError(version int16, records []byte) int16 {
+	h, ok := protocol.PeekBatch(records)
+	switch {
+	case !ok:
+		return 0
+	case version < 7 && h.Compression() == protocol.CodecZstd:
+		return kerr.UnsupportedCompressionType.Code
+	}
+	return 0
 }
 
 // supersededEntries marks the partition entries of req that a later entry for the same topic and

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -312,6 +313,64 @@ func TestProduceInvalidRecords(t *testing.T) {
 		if len(fetched) != 1 || len(fetched[0].Records) != 2 || len(fetched[0].Records[1].Headers) != 1000 ||
 			fetched[0].Records[1].Headers[999].Key != "h999" {
 			t.Fatalf("the record with 1,000 headers came back as %+v", fetched)
+		}
+		c.apiVersionsOK()
+	})
+}
+
+// TestProduceZstdBelowV7: a zstd batch needs Produce v7 (KIP-110). Apache's request validation
+// (ProduceRequest.validateRecords) answers one sent at v3-v6 with UNSUPPORTED_COMPRESSION_TYPE, before
+// it looks at the batch's size, and so does kgate, storing nothing; from v7 it is stored, and the other
+// codecs are stored at any version. A client does not send it (franz-go, librdkafka and the Java
+// producer send v7 or later for zstd), so the requests are raw.
+func TestProduceZstdBelowV7(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		mustCreateTopics(t, ctx, adm, 8, nil, "zstd")
+		mustCreateTopics(t, ctx, adm, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("100")}, "zstd-small")
+		now := time.Now().UnixMilli()
+		batch := func(codec protocol.Codec, value []byte) []byte {
+			out, err := protocol.AppendCompressedBatch(nil, protocol.Batch{PartitionLeaderEpoch: -1,
+				FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{{Timestamp: now, Value: value}}}, codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		zstd := batch(protocol.CodecZstd, []byte("z"))
+		noise := make([]byte, 500)
+		rand.New(rand.NewSource(1)).Read(noise) // incompressible: the batch stays above 100 bytes
+		cases := []struct {
+			version   int16
+			topic     string
+			partition int32
+			batch     []byte
+			want      int16
+		}{
+			{3, "zstd", 0, zstd, kerr.UnsupportedCompressionType.Code},
+			{4, "zstd", 1, zstd, kerr.UnsupportedCompressionType.Code},
+			{5, "zstd", 2, zstd, kerr.UnsupportedCompressionType.Code},
+			{6, "zstd", 3, zstd, kerr.UnsupportedCompressionType.Code},
+			{7, "zstd", 4, zstd, 0},
+			{9, "zstd", 5, zstd, 0},
+			{3, "zstd", 6, batch(protocol.CodecLZ4, []byte("l")), 0},
+			{6, "zstd", 7, batch(protocol.CodecGzip, []byte("g")), 0},
+			// Too large for the topic, and zstd below v7: the codec is refused first, as on Apache.
+			{6, "zstd-small", 0, batch(protocol.CodecZstd, noise), kerr.UnsupportedCompressionType.Code},
+		}
+		c := dialRaw(t, g.Addr)
+		for _, tc := range cases {
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, tc.version, produceReq(tc.topic, tc.partition, -1, tc.batch)))
+			if sp.ErrorCode != tc.want {
+				t.Errorf("v%d to %s/%d: error %d, want %d", tc.version, tc.topic, tc.partition, sp.ErrorCode, tc.want)
+			}
+			n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tc.topic, tc.partition)).Result()
+			if wantN := int64(map[bool]int{true: 1}[tc.want == 0]); err != nil || n != wantN {
+				t.Errorf("v%d to %s/%d: XLEN %d, %v; want %d", tc.version, tc.topic, tc.partition, n, err, wantN)
+			}
 		}
 		c.apiVersionsOK()
 	})
