@@ -11,14 +11,16 @@ package gateway
 // configured).
 //
 // Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
-// zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE (as Apache's request validation answers it, before the
-// batch's size); batch larger than max.message.bytes, or decompressing past what is left of the request's budget
-// (kafka.max_frame_bytes for all its batches) -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
-// CORRUPT_MESSAGE; several batches, no records or magic 0/1 -> INVALID_RECORD (as Apache's
-// ProduceRequest validation answers them); a CreateTime timestamp outside the topic's
-// message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP with record_errors and error_message, as
-// LogValidator answers it; acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
-// NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable; never success for a record not stored).
+// zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE, as Apache's request validation answers it; a base
+// offset other than 0 -> INVALID_RECORD, as Apache's log answers it (both read from the header, ahead
+// of the size and the CRC, as on Apache); batch larger than max.message.bytes, or decompressing past
+// what is left of the request's budget (kafka.max_frame_bytes for all its batches) ->
+// MESSAGE_TOO_LARGE; bad CRC -> CORRUPT_MESSAGE; a batch badly built, several batches, no records or
+// magic 0/1 -> INVALID_RECORD (as Apache's ProduceRequest validation and LogValidator answer them); a
+// CreateTime timestamp outside the topic's message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP
+// with record_errors and error_message, as LogValidator answers it; acks outside {-1,0,1} ->
+// INVALID_REQUIRED_ACKS. Redis failures -> NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable;
+// never success for a record not stored).
 //
 // Deviation: transactions are not supported; a transactional produce gets
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
@@ -136,8 +138,10 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 
 // batchHeadError is the error Apache answers a partition's batch with from its header alone, before
 // its size, CRC or records are looked at (0 for none): zstd below Produce v7 is
-// UNSUPPORTED_COMPRESSION_TYPE (ProduceRequest.validateRecords; KIP-110 gave zstd v7). A batch whose
-// header cannot be read is left to the decoder. A few bytes read per batch, none per record.
+// UNSUPPORTED_COMPRESSION_TYPE (ProduceRequest.validateRecords; KIP-110 gave zstd v7), and a base offset
+// other than 0 INVALID_RECORD (the log's check of a client's magic 2 batch, UnifiedLog's
+// analyzeAndValidateRecords; clients send 0, the broker assigns offsets). A batch whose header cannot be
+// read is left to the decoder. A few bytes read per batch, none per record.
 func batchHeadError(version int16, records []byte) int16 {
 	h, ok := protocol.PeekBatch(records)
 	switch {
@@ -145,6 +149,8 @@ func batchHeadError(version int16, records []byte) int16 {
 		return 0
 	case version < 7 && h.Compression() == protocol.CodecZstd:
 		return kerr.UnsupportedCompressionType.Code
+	case h.BaseOffset != 0:
+		return kerr.InvalidRecord.Code
 	}
 	return 0
 }

@@ -258,22 +258,25 @@ func TestTransactionsRefused(t *testing.T) {
 
 // TestProduceInvalidRecords: batches Apache Kafka refuses with INVALID_RECORD are refused so and
 // store nothing: an offset range that does not match the record count, a producer id without a
-// sequence, a control batch, and (kgate's own bound) a record with more than 1,000 headers; a record
-// with 1,000 is stored, headers in order.
+// sequence, a control batch, a base offset other than 0 (compressed or not, and before a bad CRC),
+// and (kgate's own bound) a record with more than 1,000 headers; a record with 1,000 is stored,
+// headers in order.
 func TestProduceInvalidRecords(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
-		mustCreateTopics(t, ctx, newAdmin(t, g), 5, nil, "invalid")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 8, nil, "invalid")
 		now := time.Now().UnixMilli()
-		build := func(pb protocol.Batch) []byte {
+		buildWith := func(codec protocol.Codec, pb protocol.Batch) []byte {
 			pb.PartitionLeaderEpoch, pb.FirstTimestamp, pb.MaxTimestamp = -1, now, now
-			out, err := protocol.AppendCompressedBatch(nil, pb, protocol.CodecNone)
+			out, err := protocol.AppendCompressedBatch(nil, pb, codec)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return out
 		}
+		build := func(pb protocol.Batch) []byte { return buildWith(protocol.CodecNone, pb) }
+		flipLast := func(b []byte) []byte { b[len(b)-2] ^= 0x20; return b } // inside the last record: the CRC fails
 		rec := func(delta int32, headers int) protocol.Record {
 			r := protocol.Record{OffsetDelta: delta, Timestamp: now, Value: []byte("v")}
 			for h := range headers {
@@ -292,6 +295,13 @@ func TestProduceInvalidRecords(t *testing.T) {
 				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
 			{"control batch", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: 0x30,
 				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
+			{"base offset 5", build(protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
+			{"base offset 5, gzip", buildWith(protocol.CodecGzip, protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0), rec(1, 0)}}), kerr.InvalidRecord.Code},
+			// The base offset is checked before the CRC (which does not cover it), as on Apache.
+			{"base offset 5, bad CRC", flipLast(build(protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0)}})), kerr.InvalidRecord.Code},
 			{"1,001 headers", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 				Records: []protocol.Record{rec(0, 1), rec(1, 1001)}}), kerr.InvalidRecord.Code},
 			{"1,000 headers", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
@@ -309,7 +319,7 @@ func TestProduceInvalidRecords(t *testing.T) {
 				t.Errorf("%s: XLEN %d, %v; want %d", tc.name, n, err, wantN)
 			}
 		}
-		fetched := fetchedRecords(t, fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("invalid", [16]byte{}, 4, 0, 1<<20))))
+		fetched := fetchedRecords(t, fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("invalid", [16]byte{}, int32(len(cases)-1), 0, 1<<20))))
 		if len(fetched) != 1 || len(fetched[0].Records) != 2 || len(fetched[0].Records[1].Headers) != 1000 ||
 			fetched[0].Records[1].Headers[999].Key != "h999" {
 			t.Fatalf("the record with 1,000 headers came back as %+v", fetched)
