@@ -4,8 +4,8 @@ package gateway
 //
 // Each partition's record batch (magic 2; exactly one per partition, as Apache requires from v3) is
 // CRC-checked, decompressed (gzip, snappy, lz4, zstd) and appended to the partition's stream by one
-// Lua script that also runs the idempotence check, so a retried batch returns its original offsets and
-// is not stored twice. acks=0 gets no response (a failure on any partition closes the connection, as
+// Lua script that also runs the idempotence check, so a retried batch returns its original offsets
+// (and on a LogAppendTime topic its original's append time, as on Apache) and is not stored twice. acks=0 gets no response (a failure on any partition closes the connection, as
 // on Apache, so the client notices and refreshes metadata); acks=1 and acks=-1 are answered after
 // Redis applied the write (acks=-1 additionally waits for redis.wait_replicas / redis.wait_aof when
 // configured).
@@ -287,6 +287,12 @@ func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response,
 			}
 			sp.BaseOffset, sp.LogStartOffset = r.BaseOffset, r.LogStartOffset
 			b := batches[i]
+			if r.Duplicate && b.LogAppendTime != 0 && r.HasFirstTimestamp {
+				// As Apache answers a retry: with its original's append time, the one its records carry,
+				// not the retry's. Once they are deleted (DeleteRecords, retention) the retry's time
+				// stands: the producer state keeps no time.
+				sp.LogAppendTime = r.FirstTimestamp
+			}
 			if !r.Duplicate {
 				recordsProduced(b.Topic, len(b.Records))
 				if j.copies != nil {
