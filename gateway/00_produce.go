@@ -23,7 +23,10 @@ package gateway
 // never success for a record not stored).
 //
 // Deviation: transactions are not supported; a transactional produce gets
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: every partition of a request with a transactional id (Apache
+// appends one whose batches are plain) and each transactional batch (Apache refuses the whole request).
+// No client sends either: a transactional producer names the id and marks every batch, and cannot
+// start here (InitProducerId with an id is refused). docs/COMPATIBILITY.md, Transactions.
 
 import (
 	"context"

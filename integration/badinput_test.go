@@ -192,14 +192,17 @@ func TestProduceBadBatches(t *testing.T) {
 }
 
 // TestTransactionsRefused: transactions are not supported (docs/COMPATIBILITY.md). InitProducerId with
-// a transactional id, a Produce request with one and a batch marked transactional are all answered
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED and store nothing, and so is franz-go's transactional producer;
-// a read_committed fetch reads as read_uncommitted, its last stable offset the high watermark.
+// a transactional id, a Produce request with one (its batches plain: Apache appends them) and a batch
+// marked transactional are all answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED and store nothing (a
+// plain batch beside a transactional one is stored: Apache refuses it too), and so is franz-go's
+// transactional producer; a read_committed fetch reads as read_uncommitted, its last stable offset the
+// high watermark.
 func TestTransactionsRefused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
 		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "txn")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 2, nil, "txn-mixed")
 		refused := kerr.TransactionalIDAuthorizationFailed.Code
 		txnID := "txn-producer"
 		c := dialRaw(t, g.Addr)
@@ -229,6 +232,26 @@ func TestTransactionsRefused(t *testing.T) {
 		} {
 			if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, req)); sp.ErrorCode != refused {
 				t.Errorf("Produce with a %s: error %d, want %d", name, sp.ErrorCode, refused)
+			}
+		}
+
+		// Apache refuses every partition of a request any of whose batches is transactional, and appends
+		// one with a transactional id and plain batches; kgate refuses by partition, and the id alone
+		// (docs/COMPATIBILITY.md, Transactions: no client sends either).
+		mixed := produceReq("txn-mixed", 0, -1, markedBytes)
+		plain := kmsg.NewProduceRequestTopicPartition()
+		plain.Partition, plain.Records = 1, rawBatch(t, -1, -1, -1, now, "plain beside")
+		mixed.Topics[0].Partitions = append(mixed.Topics[0].Partitions, plain)
+		var codes []int16
+		for _, sp := range roundTrip[*kmsg.ProduceResponse](c, 9, mixed).Topics[0].Partitions {
+			codes = append(codes, sp.ErrorCode)
+		}
+		if !slices.Equal(codes, []int16{refused, 0}) {
+			t.Errorf("a transactional batch beside a plain one: errors %v, want [%d 0]", codes, refused)
+		}
+		for p, want := range []int64{0, 1} {
+			if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{txn-mixed:%d}", g.Namespace, p)).Result(); err != nil || n != want {
+				t.Errorf("txn-mixed/%d: XLEN %d, %v; want %d", p, n, err, want)
 			}
 		}
 
