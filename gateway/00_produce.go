@@ -24,7 +24,8 @@ package gateway
 //
 // Deviation: transactions are not supported; a transactional produce gets
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED: every partition of a request with a transactional id (Apache
-// appends one whose batches are plain) and each transactional batch (Apache refuses the whole request).
+// appends one whose batches are plain) and each transactional batch (Apache, when the request names no
+// id, refuses the whole request).
 // No client sends either: a transactional producer names the id and marks every batch, and cannot
 // start here (InitProducerId with an id is refused). docs/COMPATIBILITY.md, Transactions.
 
