@@ -4,23 +4,30 @@ package gateway
 //
 // Each partition's record batch (magic 2; exactly one per partition, as Apache requires from v3) is
 // CRC-checked, decompressed (gzip, snappy, lz4, zstd) and appended to the partition's stream by one
-// Lua script that also runs the idempotence check, so a retried batch returns its original offsets and
-// is not stored twice. acks=0 gets no response (a failure on any partition closes the connection, as
+// Lua script that also runs the idempotence check, so a retried batch returns its original offsets
+// (and on a LogAppendTime topic its original's append time, as on Apache) and is not stored twice. acks=0 gets no response (a failure on any partition closes the connection, as
 // on Apache, so the client notices and refreshes metadata); acks=1 and acks=-1 are answered after
 // Redis applied the write (acks=-1 additionally waits for redis.wait_replicas / redis.wait_aof when
 // configured).
 //
 // Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
-// batch larger than max.message.bytes, or decompressing past what is left of the request's budget
-// (kafka.max_frame_bytes for all its batches) -> MESSAGE_TOO_LARGE; bad CRC or undecodable batch ->
-// CORRUPT_MESSAGE; several batches, no records or magic 0/1 -> INVALID_RECORD (as Apache's
-// ProduceRequest validation answers them); a CreateTime timestamp outside the topic's
-// message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP with record_errors and error_message, as
-// LogValidator answers it; acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS. Redis failures ->
-// NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable; never success for a record not stored).
+// zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE, as Apache's request validation answers it; a base
+// offset other than 0 -> INVALID_RECORD, as Apache's log answers it (both read from the header, ahead
+// of the size and the CRC, as on Apache); batch larger than max.message.bytes, or decompressing past
+// what is left of the request's budget (kafka.max_frame_bytes for all its batches) ->
+// MESSAGE_TOO_LARGE; bad CRC -> CORRUPT_MESSAGE; a batch badly built, several batches, no records or
+// magic 0/1 -> INVALID_RECORD (as Apache's ProduceRequest validation and LogValidator answer them); a
+// CreateTime timestamp outside the topic's message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP
+// with record_errors and error_message, as LogValidator answers it; acks outside {-1,0,1} ->
+// INVALID_REQUIRED_ACKS. Redis failures -> NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable;
+// never success for a record not stored).
 //
 // Deviation: transactions are not supported; a transactional produce gets
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: every partition of a request with a transactional id (Apache
+// appends one whose batches are plain) and each transactional batch (Apache, when the request names no
+// id, refuses the whole request).
+// No client sends either: a transactional producer names the id and marks every batch, and cannot
+// start here (InitProducerId with an id is refused). docs/COMPATIBILITY.md, Transactions.
 
 import (
 	"context"
@@ -93,6 +100,7 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				continue
 			}
 			rp := &rt.Partitions[pi]
+			head := batchHeadError(req.Version, rp.Records)
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
@@ -103,6 +111,8 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				sp.ErrorCode = errCode(terr)
 			case rp.Partition < 0 || rp.Partition >= topic.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case head != 0:
+				sp.ErrorCode = head
 			case len(rp.Records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
 			default:
@@ -128,6 +138,25 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 		j.resp.Topics = append(j.resp.Topics, st)
 	}
 	return j
+}
+
+// batchHeadError is the error Apache answers a partition's batch with from its header alone, before
+// its size, CRC or records are looked at (0 for none): zstd below Produce v7 is
+// UNSUPPORTED_COMPRESSION_TYPE (ProduceRequest.validateRecords; KIP-110 gave zstd v7), and a base offset
+// other than 0 INVALID_RECORD (the log's check of a client's magic 2 batch, UnifiedLog's
+// analyzeAndValidateRecords; clients send 0, the broker assigns offsets). A batch whose header cannot be
+// read is left to the decoder. A few bytes read per batch, none per record.
+func batchHeadError(version int16, records []byte) int16 {
+	h, ok := protocol.PeekBatch(records)
+	switch {
+	case !ok:
+		return 0
+	case version < 7 && h.Compression() == protocol.CodecZstd:
+		return kerr.UnsupportedCompressionType.Code
+	case h.BaseOffset != 0:
+		return kerr.InvalidRecord.Code
+	}
+	return 0
 }
 
 // supersededEntries marks the partition entries of req that a later entry for the same topic and
@@ -262,6 +291,12 @@ func (j *produceJob) complete(results []redisstore.AppendResult) (kmsg.Response,
 			}
 			sp.BaseOffset, sp.LogStartOffset = r.BaseOffset, r.LogStartOffset
 			b := batches[i]
+			if r.Duplicate && b.LogAppendTime != 0 && r.HasFirstTimestamp {
+				// As Apache answers a retry: with its original's append time, the one its records carry,
+				// not the retry's. Once they are deleted (DeleteRecords, retention) the retry's time
+				// stands: the producer state keeps no time.
+				sp.LogAppendTime = r.FirstTimestamp
+			}
 			if !r.Duplicate {
 				recordsProduced(b.Topic, len(b.Records))
 				if j.copies != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -191,14 +192,17 @@ func TestProduceBadBatches(t *testing.T) {
 }
 
 // TestTransactionsRefused: transactions are not supported (docs/COMPATIBILITY.md). InitProducerId with
-// a transactional id, a Produce request with one and a batch marked transactional are all answered
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED and store nothing, and so is franz-go's transactional producer;
-// a read_committed fetch reads as read_uncommitted, its last stable offset the high watermark.
+// a transactional id, a Produce request with one (its batches plain: Apache appends them) and a batch
+// marked transactional are all answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED and store nothing (a
+// plain batch beside a transactional one is stored: Apache refuses it too), and so is franz-go's
+// transactional producer; a read_committed fetch reads as read_uncommitted, its last stable offset the
+// high watermark.
 func TestTransactionsRefused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
 		mustCreateTopics(t, ctx, newAdmin(t, g), 1, nil, "txn")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 2, nil, "txn-mixed")
 		refused := kerr.TransactionalIDAuthorizationFailed.Code
 		txnID := "txn-producer"
 		c := dialRaw(t, g.Addr)
@@ -231,6 +235,26 @@ func TestTransactionsRefused(t *testing.T) {
 			}
 		}
 
+		// Apache refuses every partition of a request any of whose batches is transactional, and appends
+		// one with a transactional id and plain batches; kgate refuses by partition, and the id alone
+		// (docs/COMPATIBILITY.md, Transactions: no client sends either).
+		mixed := produceReq("txn-mixed", 0, -1, markedBytes)
+		plain := kmsg.NewProduceRequestTopicPartition()
+		plain.Partition, plain.Records = 1, rawBatch(t, -1, -1, -1, now, "plain beside")
+		mixed.Topics[0].Partitions = append(mixed.Topics[0].Partitions, plain)
+		var codes []int16
+		for _, sp := range roundTrip[*kmsg.ProduceResponse](c, 9, mixed).Topics[0].Partitions {
+			codes = append(codes, sp.ErrorCode)
+		}
+		if !slices.Equal(codes, []int16{refused, 0}) {
+			t.Errorf("a transactional batch beside a plain one: errors %v, want [%d 0]", codes, refused)
+		}
+		for p, want := range []int64{0, 1} {
+			if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{txn-mixed:%d}", g.Namespace, p)).Result(); err != nil || n != want {
+				t.Errorf("txn-mixed/%d: XLEN %d, %v; want %d", p, n, err, want)
+			}
+		}
+
 		tp := newClient(t, g, kgo.DefaultProduceTopic("txn"), kgo.TransactionalID(txnID), kgo.RetryTimeout(5*time.Second))
 		err = tp.BeginTransaction() // fails once the producer ID it initialises is refused
 		if err == nil {
@@ -257,22 +281,25 @@ func TestTransactionsRefused(t *testing.T) {
 
 // TestProduceInvalidRecords: batches Apache Kafka refuses with INVALID_RECORD are refused so and
 // store nothing: an offset range that does not match the record count, a producer id without a
-// sequence, a control batch, and (kgate's own bound) a record with more than 1,000 headers; a record
-// with 1,000 is stored, headers in order.
+// sequence, a control batch, a base offset other than 0 (compressed or not, and before a bad CRC),
+// and (kgate's own bound) a record with more than 1,000 headers; a record with 1,000 is stored,
+// headers in order.
 func TestProduceInvalidRecords(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
-		mustCreateTopics(t, ctx, newAdmin(t, g), 5, nil, "invalid")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 8, nil, "invalid")
 		now := time.Now().UnixMilli()
-		build := func(pb protocol.Batch) []byte {
+		buildWith := func(codec protocol.Codec, pb protocol.Batch) []byte {
 			pb.PartitionLeaderEpoch, pb.FirstTimestamp, pb.MaxTimestamp = -1, now, now
-			out, err := protocol.AppendCompressedBatch(nil, pb, protocol.CodecNone)
+			out, err := protocol.AppendCompressedBatch(nil, pb, codec)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return out
 		}
+		build := func(pb protocol.Batch) []byte { return buildWith(protocol.CodecNone, pb) }
+		flipLast := func(b []byte) []byte { b[len(b)-2] ^= 0x20; return b } // inside the last record: the CRC fails
 		rec := func(delta int32, headers int) protocol.Record {
 			r := protocol.Record{OffsetDelta: delta, Timestamp: now, Value: []byte("v")}
 			for h := range headers {
@@ -291,6 +318,13 @@ func TestProduceInvalidRecords(t *testing.T) {
 				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
 			{"control batch", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: 0x30,
 				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
+			{"base offset 5", build(protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
+			{"base offset 5, gzip", buildWith(protocol.CodecGzip, protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0), rec(1, 0)}}), kerr.InvalidRecord.Code},
+			// The base offset is checked before the CRC (which does not cover it), as on Apache.
+			{"base offset 5, bad CRC", flipLast(build(protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{rec(0, 0)}})), kerr.InvalidRecord.Code},
 			{"1,001 headers", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 				Records: []protocol.Record{rec(0, 1), rec(1, 1001)}}), kerr.InvalidRecord.Code},
 			{"1,000 headers", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
@@ -308,10 +342,68 @@ func TestProduceInvalidRecords(t *testing.T) {
 				t.Errorf("%s: XLEN %d, %v; want %d", tc.name, n, err, wantN)
 			}
 		}
-		fetched := fetchedRecords(t, fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("invalid", [16]byte{}, 4, 0, 1<<20))))
+		fetched := fetchedRecords(t, fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq("invalid", [16]byte{}, int32(len(cases)-1), 0, 1<<20))))
 		if len(fetched) != 1 || len(fetched[0].Records) != 2 || len(fetched[0].Records[1].Headers) != 1000 ||
 			fetched[0].Records[1].Headers[999].Key != "h999" {
 			t.Fatalf("the record with 1,000 headers came back as %+v", fetched)
+		}
+		c.apiVersionsOK()
+	})
+}
+
+// TestProduceZstdBelowV7: a zstd batch needs Produce v7 (KIP-110). Apache's request validation
+// (ProduceRequest.validateRecords) answers one sent at v3-v6 with UNSUPPORTED_COMPRESSION_TYPE, before
+// it looks at the batch's size, and so does kgate, storing nothing; from v7 it is stored, and the other
+// codecs are stored at any version. A client does not send it (franz-go, librdkafka and the Java
+// producer send v7 or later for zstd), so the requests are raw.
+func TestProduceZstdBelowV7(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		mustCreateTopics(t, ctx, adm, 8, nil, "zstd")
+		mustCreateTopics(t, ctx, adm, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("100")}, "zstd-small")
+		now := time.Now().UnixMilli()
+		batch := func(codec protocol.Codec, value []byte) []byte {
+			out, err := protocol.AppendCompressedBatch(nil, protocol.Batch{PartitionLeaderEpoch: -1,
+				FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{{Timestamp: now, Value: value}}}, codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		zstd := batch(protocol.CodecZstd, []byte("z"))
+		noise := make([]byte, 500)
+		rand.New(rand.NewSource(1)).Read(noise) // incompressible: the batch stays above 100 bytes
+		cases := []struct {
+			version   int16
+			topic     string
+			partition int32
+			batch     []byte
+			want      int16
+		}{
+			{3, "zstd", 0, zstd, kerr.UnsupportedCompressionType.Code},
+			{4, "zstd", 1, zstd, kerr.UnsupportedCompressionType.Code},
+			{5, "zstd", 2, zstd, kerr.UnsupportedCompressionType.Code},
+			{6, "zstd", 3, zstd, kerr.UnsupportedCompressionType.Code},
+			{7, "zstd", 4, zstd, 0},
+			{9, "zstd", 5, zstd, 0},
+			{3, "zstd", 6, batch(protocol.CodecLZ4, []byte("l")), 0},
+			{6, "zstd", 7, batch(protocol.CodecGzip, []byte("g")), 0},
+			// Too large for the topic, and zstd below v7: the codec is refused first, as on Apache.
+			{6, "zstd-small", 0, batch(protocol.CodecZstd, noise), kerr.UnsupportedCompressionType.Code},
+		}
+		c := dialRaw(t, g.Addr)
+		for _, tc := range cases {
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, tc.version, produceReq(tc.topic, tc.partition, -1, tc.batch)))
+			if sp.ErrorCode != tc.want {
+				t.Errorf("v%d to %s/%d: error %d, want %d", tc.version, tc.topic, tc.partition, sp.ErrorCode, tc.want)
+			}
+			n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tc.topic, tc.partition)).Result()
+			if wantN := int64(map[bool]int{true: 1}[tc.want == 0]); err != nil || n != wantN {
+				t.Errorf("v%d to %s/%d: XLEN %d, %v; want %d", tc.version, tc.topic, tc.partition, n, err, wantN)
+			}
 		}
 		c.apiVersionsOK()
 	})

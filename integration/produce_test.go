@@ -73,6 +73,66 @@ func TestLogAppendTime(t *testing.T) {
 	})
 }
 
+// TestLogAppendTimeDuplicate: an idempotent retry on a LogAppendTime topic is answered with its
+// original's log append time, the one its records carry, as on Apache (UnifiedLog answers a duplicate
+// with the time its producer state kept for the original), not the retry's. Deliberate deviations:
+// once the original's records are deleted, the retry's time; on a CreateTime topic -1, as for any
+// append there (Apache answers a duplicate there with the original batch's largest timestamp).
+func TestLogAppendTimeDuplicate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		mustCreateTopics(t, ctx, adm, 1, map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")}, "lat-dup")
+		mustCreateTopics(t, ctx, adm, 1, nil, "ct-dup")
+		c := dialRaw(t, g.Addr)
+		pid, _ := initProducerID(t, c, -1, -1)
+		produce := func(topic string) kmsg.ProduceResponseTopicPartition {
+			t.Helper()
+			req := produceReq(topic, 0, -1, rawBatch(t, pid, 0, 0, 1000, "a", "b"))
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, req))
+			if sp.ErrorCode != 0 || sp.BaseOffset != 0 {
+				t.Fatalf("%s: error %d base offset %d, want 0 and 0", topic, sp.ErrorCode, sp.BaseOffset)
+			}
+			return sp
+		}
+
+		appended := produce("lat-dup").LogAppendTime
+		if appended <= 1000 {
+			t.Fatalf("log append time %d, want the gateway's clock", appended)
+		}
+		waitFor(t, 5*time.Second, "the clock to pass the append time", func() bool { return time.Now().UnixMilli() > appended })
+		if got := produce("lat-dup").LogAppendTime; got != appended {
+			t.Fatalf("retry: log append time %d, want the original's %d", got, appended)
+		}
+		sp := fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 11, fetchReq("lat-dup", [16]byte{}, 0, 0, 1<<20)))
+		for _, pb := range fetchedRecords(t, sp) {
+			for _, r := range pb.Records {
+				if r.Timestamp != appended {
+					t.Errorf("record %d: timestamp %d, want the answered append time %d", pb.BaseOffset+int64(r.OffsetDelta), r.Timestamp, appended)
+				}
+			}
+		}
+
+		if got := produce("ct-dup").LogAppendTime; got != -1 {
+			t.Fatalf("CreateTime topic: log append time %d, want -1", got)
+		}
+		if got := produce("ct-dup").LogAppendTime; got != -1 {
+			t.Fatalf("CreateTime topic, retry: log append time %d, want -1", got)
+		}
+
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: "lat-dup", Partition: 0, At: 2})
+		if _, err := adm.DeleteRecords(ctx, os); err != nil {
+			t.Fatalf("DeleteRecords: %v", err)
+		}
+		before := time.Now().UnixMilli()
+		if got := produce("lat-dup").LogAppendTime; got < before {
+			t.Fatalf("retry after its records were deleted: log append time %d, want the retry's (>= %d)", got, before)
+		}
+	})
+}
+
 // TestProduceRepeatedPartition: a Produce request that lists a partition more than once (within one
 // topic entry, or in a second entry for the same topic) has only its last entry for that partition
 // appended and answered, as on Apache (its request handler keeps one entry per partition). Appending

@@ -172,6 +172,23 @@ func DecodeBatchesInto(data []byte, maxDecompressed int, slab []Record) ([]Batch
 	return batches, nil
 }
 
+// PeekBatch reads the first batch's base offset and attributes from data, the Records bytes of one
+// Produce partition, without reading its records or checking its CRC: what a broker checks before
+// them. The Batch returned has BaseOffset and Attributes set and nothing else; ok is false unless data
+// begins with a whole magic 2 batch (DecodeBatches then says what is wrong with it).
+func PeekBatch(data []byte) (b Batch, ok bool) {
+	if len(data) < batchHeaderLen || int8(data[magicOffset]) != 2 {
+		return Batch{}, false
+	}
+	if length := int32(binary.BigEndian.Uint32(data[batchLenOffset:])); length < minBatchLength ||
+		int64(length) > int64(len(data)-batchLenExtra) {
+		return Batch{}, false
+	}
+	b.BaseOffset = int64(binary.BigEndian.Uint64(data))
+	b.Attributes = int16(binary.BigEndian.Uint16(data[attrsOffset:]))
+	return b, true
+}
+
 // decodeBatch decodes one whole batch, its records into *slab's capacity if it
 // has room for them (appended); raw's length is already checked.
 func decodeBatch(raw []byte, maxDecompressed int, slab *[]Record) (Batch, error) {

@@ -537,3 +537,33 @@ func TestDecodeChargesRecordsAndHeaders(t *testing.T) {
 		t.Fatalf("under a 2 MiB limit: err = %v, held %d, want %d", err, bs[0].Held, 20_000*recordMemory)
 	}
 }
+
+// TestPeekBatch: the base offset and attributes of a whole magic 2 batch are read from its header;
+// anything that is not one (short, truncated, another magic, a length below the header's) is not.
+func TestPeekBatch(t *testing.T) {
+	b := testBatch(2, 3)
+	b.BaseOffset, b.Attributes = 42, attrTransactional
+	whole := mustCompressed(t, b, CodecZstd)
+	magic1 := bytes.Clone(whole)
+	magic1[magicOffset] = 1
+	short := bytes.Clone(whole)
+	binary.BigEndian.PutUint32(short[batchLenOffset:], minBatchLength-1)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"whole", whole, true},
+		{"whole, then more", append(bytes.Clone(whole), 1, 2, 3), true},
+		{"truncated", whole[:len(whole)-1], false},
+		{"header only", whole[:batchHeaderLen], false},
+		{"magic 1", magic1, false},
+		{"length below the header", short, false},
+		{"empty", nil, false},
+	} {
+		h, ok := PeekBatch(tc.data)
+		if ok != tc.ok || ok && (h.BaseOffset != 42 || h.Compression() != CodecZstd || !h.Transactional()) {
+			t.Errorf("%s: %+v, ok %v; want ok %v", tc.name, h, ok, tc.ok)
+		}
+	}
+}

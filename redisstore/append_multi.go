@@ -53,7 +53,8 @@ var ErrStrayEntries = errors.New("redisstore: unfinished appends removed; retry"
 // then m and the m batch sizes, then 1 when the partition must be known (Batch.KnownPartition), then
 // the batch's bytes (recordBytes, summed), then the time now (ms, the producer state's last use), then
 // after and tok: the pipeline's chain of the partition's blocks (empty for none; batchLua).
-// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 conflict
+// Returns {base offset, log start offset, 1 if duplicate else 0 [, a duplicate's original first
+// timestamp: checkProducer]} or {-1, kafka error code | -2 conflict
 // | -3 run refused | -4 unacknowledged entries removed, retry | -5 the block before it in the chain did
 // not finish, its entries and this block's removed}; a partition that must be known and has no meta (its topic deleted) gets {-1, 3}
 // (UNKNOWN_TOPIC_OR_PARTITION), its XADDs undone, and the stream goes if that leaves it empty.
@@ -113,7 +114,7 @@ if #top == 0 or top[1][1] ~= string.format('0-%d', nxt + n) then
   end
   return {-1, -2}
 end
-local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)
+local refused, kept, last, legacy = checkProducer(stream, prods, pid, epoch, seq, tonumber(ARGV[7 + 2 * k]), start, st)
 if refused then
   -- Undo the XADDs that ran before this script in the same MULTI.
   removePast(stream, nxt)

@@ -60,8 +60,13 @@ type Batch struct {
 type AppendResult struct {
 	BaseOffset     int64
 	LogStartOffset int64
-	Duplicate      bool  // an idempotent retry: nothing was stored, BaseOffset is the original one
-	Err            error // nil, ErrOutOfOrderSequence, ErrInvalidEpoch, or a Redis failure
+	Duplicate      bool // an idempotent retry: nothing was stored, BaseOffset is the original one
+	// FirstTimestamp is, for a Duplicate whose original's first record is still stored
+	// (HasFirstTimestamp), that record's timestamp: the original's log append time on a LogAppendTime
+	// topic, which Apache answers a duplicate with.
+	FirstTimestamp    int64
+	HasFirstTimestamp bool
+	Err               error // nil, ErrOutOfOrderSequence, ErrInvalidEpoch, or a Redis failure
 }
 
 // argBuilder collects script arguments as pointers (*string, *int64) so go-redis writes them without
@@ -461,11 +466,15 @@ func appendResult(c *redis.Cmd) AppendResult {
 }
 
 // scriptAnswer reads the answer of the append script or of the finish step (at least two numbers):
-// {base offset, log start offset, 1 if duplicate} or {-1, code}; only the finish step answers the
-// codes -3 and -4.
+// {base offset, log start offset, 1 if duplicate [, the duplicate's first timestamp]} or {-1, code};
+// only the finish step answers the codes -3 and -4.
 func scriptAnswer(vals []int64) AppendResult {
 	if vals[0] >= 0 {
-		return AppendResult{BaseOffset: vals[0], LogStartOffset: vals[1], Duplicate: len(vals) > 2 && vals[2] == 1}
+		r := AppendResult{BaseOffset: vals[0], LogStartOffset: vals[1], Duplicate: len(vals) > 2 && vals[2] == 1}
+		if r.Duplicate && len(vals) > 3 {
+			r.FirstTimestamp, r.HasFirstTimestamp = vals[3], true
+		}
+		return r
 	}
 	switch vals[1] {
 	case 47:

@@ -268,6 +268,44 @@ func idem(topic string, pid int64, epoch int16, seq int32, n int) *Batch {
 		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}
 }
 
+// TestDuplicateTellsOriginalTime: a retry recognised as a duplicate comes back with the timestamp
+// stored with its original's first record, its log append time on a LogAppendTime topic (Apache answers
+// a duplicate with the time its producer state kept for the original, not the retry's), also when
+// retries of two batches come in one call (a run, refused as a whole, then appended one by one). Once
+// the original's records are deleted the duplicate is still recognised, with no time to tell.
+func TestDuplicateTellsOriginalTime(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "lat", 1)
+		pid, err := s.NewProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := func(seq int32, n int, appended int64) *Batch {
+			b := idem("lat", pid, 0, seq, n)
+			b.LogAppendTime = appended
+			return b
+		}
+		mustAppend(t, s, at(0, 2, 1111))
+		mustAppend(t, s, at(2, 3, 2222))
+		if res := mustAppend(t, s, at(0, 2, 9999)); !res.Duplicate || res.BaseOffset != 0 || !res.HasFirstTimestamp || res.FirstTimestamp != 1111 {
+			t.Fatalf("retry of seq 0: %+v, want a duplicate at 0 with time 1111", res)
+		}
+		both := s.Append(ctx, []*Batch{at(0, 2, 9999), at(2, 3, 9999)})
+		for i, want := range []struct{ base, ts int64 }{{0, 1111}, {2, 2222}} {
+			if r := both[i]; r.Err != nil || !r.Duplicate || r.BaseOffset != want.base || !r.HasFirstTimestamp || r.FirstTimestamp != want.ts {
+				t.Errorf("retry %d of two in one call: %+v, want a duplicate at %d with time %d", i, r, want.base, want.ts)
+			}
+		}
+		if _, err := s.DeleteRecords(ctx, "lat", 0, -1); err != nil {
+			t.Fatal(err)
+		}
+		if res := mustAppend(t, s, at(2, 3, 9999)); !res.Duplicate || res.BaseOffset != 2 || res.HasFirstTimestamp {
+			t.Fatalf("retry of seq 2 after its records were deleted: %+v, want a duplicate at 2 without a time", res)
+		}
+	})
+}
+
 func TestIdempotentAppend(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()

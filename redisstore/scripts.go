@@ -20,7 +20,8 @@ import (
 // none, and moved at the producer's next accepted batch.
 //
 // checkProducer returns, for a batch that must not be stored, the script's answer ({original base
-// offset, log start, 1} for a duplicate of one of the producer's last five batches; {-1, 47} for a
+// offset, log start, 1, the timestamp of the original's first record} for a duplicate of one of the
+// producer's last five batches, without the timestamp once that record is deleted; {-1, 47} for a
 // fenced epoch; {-1, 45} for a sequence gap), else nil with the producer state's entries (its list
 // after epoch and last sequence, unparsed), the batch's last sequence and whether the state came from
 // the producers hash. The next batch in sequence, a producer's usual case, is accepted from the
@@ -106,7 +107,7 @@ local function indexBytes(bindex, h, base, n, tix, add)
   if #z > 0 then redis.call('ZADD', bindex, unpack(z)) end
   h[#h + 1], h[#h + 2] = 'bytes', string.format('%d', after)
 end
-local function checkProducer(prods, pid, epoch, seq, n, start, st)
+local function checkProducer(stream, prods, pid, epoch, seq, n, start, st)
   if pid == '-1' then return nil, '', 0, false end
   local last = (seq + n - 1) % 2147483648
   local legacy = false
@@ -129,7 +130,14 @@ local function checkProducer(prods, pid, epoch, seq, n, start, st)
   -- The next batch in sequence cannot be a retry: the state's entries all end at or before slast.
   if seq == (slast + 1) % 2147483648 then return nil, kept, last, legacy end
   for f, l, o in string.gmatch(kept, '(%d+):(%d+):(%d+)') do
-    if tonumber(f) == seq and tonumber(l) == last then return {tonumber(o), start, 1} end
+    if tonumber(f) == seq and tonumber(l) == last then
+      -- The timestamp of the original's first record, while it is stored: on a LogAppendTime topic its
+      -- append time, which Apache answers a duplicate with. Read on this path alone.
+      local id = '0-' .. string.format('%d', tonumber(o) + 1)
+      local e = redis.call('XRANGE', stream, id, id)
+      if #e == 1 and e[1][2][1] == 'ts' then return {tonumber(o), start, 1, tonumber(e[1][2][2])} end
+      return {tonumber(o), start, 1}
+    end
   end
   return {-1, 45}
 end
@@ -195,8 +203,8 @@ end
 // partition's batches (empty for none; batchLua), 9 k = number of time-index candidates, then k pairs
 // (record index from 0, timestamp): the batch's time-index candidates (eachTimeCandidate),
 // then per record: timestamp, field, value, ...
-// Returns {base offset, log start offset, 1 if duplicate else 0} or {-1, kafka error code | -2 the
-// stream's last ID is not where the high watermark says (ErrStreamConflict) | -5 the batch before it
+// Returns {base offset, log start offset, 1 if duplicate else 0 [, a duplicate's original first
+// timestamp: checkProducer]} or {-1, kafka error code | -2 the stream's last ID is not where the high watermark says (ErrStreamConflict) | -5 the batch before it
 // in the chain did not run}.
 var appendScript = redis.NewScript(appendScriptSource)
 
@@ -210,7 +218,7 @@ if not known and math.floor(flags / 2) % 2 == 1 then return {-1, 3} end
 local after, tok = ARGV[7], ARGV[8]
 if not chained(chain, after) then return {-1, -5} end
 local pass = chainPass(chain, after, tok)
-local refused, kept, last, legacy = checkProducer(prods, pid, epoch, seq, n, start, st)
+local refused, kept, last, legacy = checkProducer(stream, prods, pid, epoch, seq, n, start, st)
 if refused then
   local h = {}
   if refused[1] >= 0 and math.floor(flags / 4) % 2 == 1 then
