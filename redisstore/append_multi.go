@@ -446,9 +446,10 @@ type partID struct {
 // appendMulti writes batches as MULTI blocks in one pipeline on c, which must reach the master of every
 // batch's partition (a standalone client, a node client of a cluster, or a pinned connection).
 func (s *Store) appendMulti(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
-	s.appendMultiOnce(ctx, c, batches, out)
+	links := chainLinks(batches)
+	s.appendMultiOnce(ctx, c, batches, out, links)
 	if failed := needRepair(batches, out); len(failed) > 0 {
-		s.repairMissingFunction(ctx, c, batches, out, failed)
+		s.repairMissingFunction(ctx, c, batches, out, failed, links)
 	}
 }
 
@@ -478,15 +479,15 @@ func needRepair(batches []*Batch, out []AppendResult) []int {
 	return failed
 }
 
-// appendMultiOnce is appendMulti without the repair of a missing function library.
-func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult) {
+// appendMultiOnce is appendMulti without the repair of a missing function library, its blocks chained
+// by links (chainLinks).
+func (s *Store) appendMultiOnce(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult, links chain) {
 	sc := getAppendScratch()
 	defer sc.release()
 	pipe := c.Pipeline()
 	execs := make([]*redis.RawCmd, len(batches))
 	finishes := make([]*redis.Cmd, len(batches))
 	now := time.Now().UnixMilli()
-	links := chainLinks(batches)
 	for i, b := range batches {
 		after, tok := links.at(i)
 		xadds, eval := s.multiArgs(b, s.partKeys(b), sc, now, after, tok)

@@ -8,10 +8,13 @@
 // Redis Cluster hash tag {<topic>:<partition>}, so a partition's append script touches one slot; keys
 // that belong to one consumer group share the hash tag {<8 hex digits of FNV-1a-32(group)>}.
 //
-//	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created","pmeta"}
-//	                                          (pmeta: partitions below it got their meta at creation)
+//	<ns>:topics                        hash   topic -> JSON {"id","partitions","configs","created","pmeta",
+//	                                          "gen"} (pmeta: partitions below it got their meta at
+//	                                          creation; gen: the topic's generation)
 //	{<ns>:topics}:forms                hash   topic with '.' as '_' -> topic (collision check; the
 //	                                          registry's slot, one script writes both)
+//	{<ns>:topics}:gen                  string INCR counter of topic creations (generations; the
+//	                                          registry's slot, read with an entry by a deletion)
 //	<ns>:stream:{<topic>:<p>}          stream one entry per record; offset n <-> entry ID 0-(n+1)
 //	<ns>:meta:{<topic>:<p>}            hash   written when the partition is created (topics with pmeta)
 //	                                          or by its first append; next (high watermark), start (log
@@ -19,7 +22,8 @@
 //	                                          offset), tioff (last time index point), bytes (record
 //	                                          bytes appended, bytes_index.go), p:<producer id>
 //	                                          and t:<producer id> (idempotence state, time of its
-//	                                          last batch)
+//	                                          last batch), chain (batchLua), gen (the generation of
+//	                                          the topic that created it)
 //	<ns>:tindex:{<topic>:<p>}          zset   member offset, score running-max timestamp (sparse time
 //	                                          index: points at least 512 records apart)
 //	<ns>:bindex:{<topic>:<p>}          zset   member total record bytes below the offset in the score

@@ -21,7 +21,9 @@ import (
 // removes the entries past the high watermark (outside a MULTI block every entry kgate keeps is below
 // it), the library is loaded again and the batch retried, with EVAL if loading fails; so are the later
 // blocks of its partition in the pipeline, in order, which the chain (batchLua) refused: stored ahead
-// of the retried one, they would reorder the partition.
+// of the retried one, they would reorder the partition. The retry goes on with the pipeline's chain
+// (each block keeps its link), so the first block retried waits for the token of the block before it:
+// one that failed otherwise (OOM, any error reply) stops the retried blocks of its partition too.
 
 // finishLibrary is finishScript as a function library. Its name carries a hash of the code, so gateways
 // of different versions sharing one Redis each call their own.
@@ -110,8 +112,9 @@ func (s *Store) queueRepairs(ctx context.Context, pipe redis.Pipeliner, batches 
 
 // repairMissingFunction handles the batches (indexes into batches) whose FCALL found no library on c:
 // removes what their XADDs left past the high watermark, loads the library on c and appends them
-// again (with EVAL if the library cannot be loaded), storing the results in out.
-func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult, failed []int) {
+// again (with EVAL if the library cannot be loaded) with their links of the first pipeline's chain
+// (links), storing the results in out.
+func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches []*Batch, out []AppendResult, failed []int, links chain) {
 	broken := make([]*Batch, len(failed))
 	for j, i := range failed {
 		broken[j] = batches[i]
@@ -136,7 +139,7 @@ func (s *Store) repairMissingFunction(ctx context.Context, c pipeliner, batches 
 		return
 	}
 	res := make([]AppendResult, len(retry))
-	s.appendMultiOnce(ctx, c, retry, res)
+	s.appendMultiOnce(ctx, c, retry, res, links.of(retried))
 	var still []*Batch // the library went missing again (a failover in between): clean up, and fail
 	for k, i := range retried {
 		out[i] = res[k]

@@ -332,7 +332,7 @@ func TestAppendRemovesUnfinishedAppends(t *testing.T) {
 	}
 	lost := idempotentBatch(topic, 0, &seq, 3)
 	out := make([]AppendResult, 1)
-	s.appendMultiOnce(ctx, c, []*Batch{lost}, out) // its answer "lost": no repair follows
+	s.appendMultiOnce(ctx, c, []*Batch{lost}, out, nil) // its answer "lost": no repair follows
 	if !isFunctionMissing(out[0].Err) {
 		t.Fatalf("block without the library: %v", out[0].Err)
 	}

@@ -29,12 +29,20 @@ func (k keys) gateways() string   { return k.ns + ":gateways" }
 // topicForms is the index of registered names by their '.'/'_' form. Its hash tag is the registry
 // key's name, so both are on one slot of a cluster (a script reads and writes both); a namespace with
 // a hash tag of its own (configs refuse one) gives the registry key that tag, and the index keeps it.
-func (k keys) topicForms() string {
+func (k keys) topicForms() string { return k.onRegistrySlot("forms") }
+
+// topicGen is the counter of topic generations (CreateTopic), on the registry's slot: a deletion reads
+// it with the registry entry in one step.
+func (k keys) topicGen() string { return k.onRegistrySlot("gen") }
+
+// onRegistrySlot is the key "<registry key>:<suffix>" with the registry key's name as its hash tag
+// (topicForms).
+func (k keys) onRegistrySlot(suffix string) string {
 	t := k.topics()
 	if i := strings.IndexByte(t, '{'); i >= 0 && strings.IndexByte(t[i+1:], '}') > 0 {
-		return t + ":forms"
+		return t + ":" + suffix
 	}
-	return "{" + t + "}:forms"
+	return "{" + t + "}:" + suffix
 }
 
 // GroupTag is the hash tag shared by a group's offset hashes: 8 lowercase hex digits of FNV-1a-32.

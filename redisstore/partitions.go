@@ -348,9 +348,13 @@ type scriptPiper interface {
 // did not run (NOSCRIPT, or refused because the one before did not: the chain, batchLua) are run
 // again, in order, in a second pipeline of EVAL with the script's text, which never answers NOSCRIPT.
 // The chain keeps a later batch from being stored ahead of an earlier one when the cache is flushed,
-// and the script loaded again by another connection, between them.
+// and the script loaded again by another connection, between them. The second pipeline goes on with
+// the first's chain (each batch keeps its link): the first batch run again waits for the token of the
+// batch before it in the first pipeline, so a batch that failed otherwise there (OOM, any error
+// reply) still stops the ones after it (errEarlierBatchFailed), which must not be stored ahead of it.
 func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult) {
-	s.appendScripts(ctx, c, batches, out, false)
+	links := chainLinks(batches)
+	s.appendScripts(ctx, c, batches, out, links, false)
 	var again []int
 	var noscript map[partID]bool
 	for i, r := range out {
@@ -374,17 +378,16 @@ func (s *Store) appendOn(ctx context.Context, c scriptPiper, batches []*Batch, o
 		sub[j] = batches[i]
 	}
 	res := make([]AppendResult, len(sub))
-	s.appendScripts(ctx, c, sub, res, true)
+	s.appendScripts(ctx, c, sub, res, links.of(again), true)
 	for j, i := range again {
 		out[i] = res[j]
 	}
 }
 
-// appendScripts runs the batches' append scripts on c in one pipeline, chained (chainLinks), as EVAL
-// with the script's text when eval is set, else as EVALSHA.
-func (s *Store) appendScripts(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult, eval bool) {
+// appendScripts runs the batches' append scripts on c in one pipeline, chained by links (chainLinks),
+// as EVAL with the script's text when eval is set, else as EVALSHA.
+func (s *Store) appendScripts(ctx context.Context, c scriptPiper, batches []*Batch, out []AppendResult, links chain, eval bool) {
 	cmds := make([]*redis.Cmd, len(batches))
-	links := chainLinks(batches)
 	pipe := c.Pipeline()
 	for i, b := range batches {
 		after, tok := links.at(i)
@@ -439,6 +442,19 @@ func chainLinks(batches []*Batch) chain {
 		}
 	}
 	return links
+}
+
+// of is the links of the batches at idx (in order), for appending them again: each keeps its own, so
+// the first of a partition among them waits for the batch before it in the first pipeline.
+func (l chain) of(idx []int) chain {
+	if l == nil {
+		return nil
+	}
+	out := make(chain, len(idx))
+	for j, i := range idx {
+		out[j] = l[i]
+	}
+	return out
 }
 
 // at is the i-th batch's link as arguments.

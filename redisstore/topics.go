@@ -21,6 +21,10 @@ type Topic struct {
 	// (Batch.KnownPartition). Partitions of topics created by earlier kgate versions, and those an
 	// earlier version added, get their meta hash from their first append.
 	PartitionMeta int32 `json:"pmeta,omitempty"`
+	// Generation is the topic's number from the registry's counter of creations (CreateTopic), which
+	// the meta hashes it writes carry (field "gen"): a deletion spares the partitions of a topic
+	// created under the name after it read the entry (deleteTopic). 0 on topics of earlier versions.
+	Generation int64 `json:"gen,omitempty"`
 }
 
 // createTopicScript registers a topic unless its name is taken or differs from a registered topic's
@@ -33,9 +37,12 @@ type Topic struct {
 // go-redis's cluster client resends a command whose connection failed after Redis ran it: a second
 // run finding the very entry it registers (its topic ID is the request's own) answers registered, not
 // taken.
-// KEYS: topics, forms. ARGV: name, JSON ("": check only, register nothing). Returns 1 when registered
-// (or, checking only, when it could be), 0 when the name is taken, or the name of the registered
-// topic it collides with.
+// A check that finds the name free counts a creation on the generation counter (KEYS[3]) and answers
+// the count: the new topic's generation, above the count read by any deletion of an earlier topic of
+// the name that is still under way (deleteTopic).
+// KEYS: topics, forms, generation counter. ARGV: name, JSON ("": check only, register nothing).
+// Returns 1 when registered (or, checking only, the generation when it could be), 0 when the name is
+// taken, or the name of the registered topic it collides with.
 var createTopicScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
@@ -45,29 +52,29 @@ end
 local form = string.gsub(ARGV[1], '%.', '_')
 local other = redis.call('HGET', KEYS[2], form)
 if other and other ~= ARGV[1] and redis.call('HEXISTS', KEYS[1], other) == 1 then return other end
-if ARGV[2] == '' then return 1 end
+if ARGV[2] == '' then return redis.call('INCR', KEYS[3]) end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], form, ARGV[1])
 return 1
 `)
 
 // registerTopic runs createTopicScript for name with entry ("": check only): nil when registered (or
-// free), ErrTopicExists, a *CollisionError, or a Redis failure.
-func (s *Store) registerTopic(ctx context.Context, name string, entry []byte) error {
-	res, err := createTopicScript.Run(ctx, s.rdb, []string{s.keys.topics(), s.keys.topicForms()}, name, entry).Result()
+// free, with the new topic's generation), ErrTopicExists, a *CollisionError, or a Redis failure.
+func (s *Store) registerTopic(ctx context.Context, name string, entry []byte) (int64, error) {
+	res, err := createTopicScript.Run(ctx, s.rdb, []string{s.keys.topics(), s.keys.topicForms(), s.keys.topicGen()}, name, entry).Result()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch r := res.(type) {
 	case int64:
 		if r == 0 {
-			return ErrTopicExists
+			return 0, ErrTopicExists
 		}
-		return nil
+		return r, nil
 	case string:
-		return &CollisionError{Topic: name, Other: r}
+		return 0, &CollisionError{Topic: name, Other: r}
 	}
-	return fmt.Errorf("redisstore: create topic %q: unexpected reply %v", name, res)
+	return 0, fmt.Errorf("redisstore: create topic %q: unexpected reply %v", name, res)
 }
 
 // CreateTopic writes the partitions' meta hashes of topic t, then registers it marked as having them
@@ -78,32 +85,40 @@ func (s *Store) registerTopic(ctx context.Context, name string, entry []byte) er
 //
 // The name is checked before the meta is written, so a refused name (one being deleted among them)
 // gets none. Meta written for a name taken or colliding in the instant between the check and the
-// registration stays: {next: 0}, what that name's next creation writes.
+// registration stays: {next: 0}, what that name's next creation writes (with its own generation).
+// The check gives the topic its generation (createTopicScript), which the meta carries.
 func (s *Store) CreateTopic(ctx context.Context, t Topic) error {
 	if t.Partitions < 1 {
 		return ErrInvalidPartitions
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.registerTopic(ctx, t.Name, nil); err != nil {
+	gen, err := s.registerTopic(ctx, t.Name, nil)
+	if err != nil {
 		return err
 	}
-	if err := s.writePartitionMeta(ctx, t.Name, 0, t.Partitions); err != nil {
+	if err := s.writePartitionMeta(ctx, t.Name, 0, t.Partitions, gen); err != nil {
 		return err
 	}
-	t.PartitionMeta = t.Partitions
+	t.PartitionMeta, t.Generation = t.Partitions, gen
 	buf, err := json.Marshal(t)
 	if err != nil {
 		return err
 	}
-	return s.registerTopic(ctx, t.Name, buf)
+	_, err = s.registerTopic(ctx, t.Name, buf)
+	return err
 }
 
-// writePartitionMeta gives partitions [from, to) of topic name a meta hash, with HSETNX: nothing an
-// append has written already is overwritten.
-func (s *Store) writePartitionMeta(ctx context.Context, name string, from, to int32) error {
+// writePartitionMeta gives partitions [from, to) of topic name a meta hash of generation gen (none
+// when 0): "gen" set, then "next" with HSETNX, so nothing an append has written already is
+// overwritten. The generation goes first: a meta hash with "next" and no "gen" is an earlier
+// version's, which any deletion of the name removes.
+func (s *Store) writePartitionMeta(ctx context.Context, name string, from, to int32, gen int64) error {
 	pipe := s.rdb.Pipeline()
 	for p := from; p < to; p++ {
+		if gen > 0 {
+			pipe.HSet(ctx, s.keys.meta(name, p), "gen", gen)
+		}
 		pipe.HSetNX(ctx, s.keys.meta(name, p), "next", 0)
 	}
 	_, err := pipe.Exec(ctx)
@@ -151,7 +166,32 @@ func (s *Store) Topic(ctx context.Context, name string) (Topic, error) {
 // topicEntry reads topic name's registry entry: its JSON text as stored (for a compare-and-swap) and
 // the topic it holds. ErrUnknownTopic when there is none.
 func (s *Store) topicEntry(ctx context.Context, name string) (string, Topic, error) {
-	raw, err := s.rdb.HGet(ctx, s.keys.topics(), name).Result()
+	return parseTopicEntry(name, s.rdb.HGet(ctx, s.keys.topics(), name))
+}
+
+// topicEntryGen is topicEntry with the generation counter (createTopicScript), read in one step with
+// the entry (MULTI on the registry's slot).
+func (s *Store) topicEntryGen(ctx context.Context, name string) (string, Topic, int64, error) {
+	var gen, entry *redis.StringCmd
+	_, _ = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		gen = pipe.Get(ctx, s.keys.topicGen())
+		entry = pipe.HGet(ctx, s.keys.topics(), name)
+		return nil
+	})
+	n, err := gen.Int64()
+	if err == redis.Nil {
+		n, err = 0, nil
+	}
+	if err != nil {
+		return "", Topic{}, 0, err
+	}
+	raw, t, err := parseTopicEntry(name, entry)
+	return raw, t, n, err
+}
+
+// parseTopicEntry is the entry topicEntry reads, from the answer of its HGET.
+func parseTopicEntry(name string, c *redis.StringCmd) (string, Topic, error) {
+	raw, err := c.Result()
 	if err == redis.Nil {
 		return "", Topic{}, ErrUnknownTopic
 	}
@@ -201,8 +241,12 @@ return 1
 // the same name is never removed by a match against the old one.
 //
 // The partition keys live in other hash slots than the registry, so their removal cannot be one
-// step with the match: a topic deleted and created again through another gateway in the instant
-// between the read and the partition deletes loses its fresh keys.
+// step with the match. Another deletion can remove the entry and a topic be created again under the
+// name meanwhile, before this one removes the partitions' keys: those would be the new topic's, which
+// was left registered without its meta (every append refused UNKNOWN_TOPIC_OR_PARTITION). So the entry
+// is read with the generation counter (topicEntryGen), and a partition whose meta carries a newer
+// generation than that count is left alone (deletePartitionScript): any topic created after the read
+// has one. Meta without a generation (an earlier version's, or made by an append) is removed.
 func (s *Store) deleteTopic(parent context.Context, name string, match func(Topic) bool) error {
 	// Each pass has command timeouts of its own (the offsets' drop can take long); an entry that keeps
 	// changing under the deletion ends it after maxDeletePasses. Every pass removes every partition's
@@ -210,7 +254,7 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 	// (an earlier version's), or a commit, can have written them anew.
 	for range maxDeletePasses {
 		ctx, cancel := s.bound(parent)
-		raw, t, err := s.topicEntry(ctx, name)
+		raw, t, gen, err := s.topicEntryGen(ctx, name)
 		if err != nil {
 			cancel()
 			return err
@@ -221,9 +265,8 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 		}
 		pipe := s.rdb.Pipeline()
 		for p := range t.Partitions {
-			// One UNLINK per slot (a partition's keys share a hash tag): a stream of millions of
-			// entries is freed in the background, where DEL would stall Redis for every client.
-			pipe.Unlink(ctx, s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p), s.keys.producers(name, p), s.keys.bindex(name, p))
+			deletePartitionScript.Eval(ctx, pipe, []string{s.keys.stream(name, p), s.keys.meta(name, p), s.keys.tindex(name, p),
+				s.keys.producers(name, p), s.keys.bindex(name, p)}, gen)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			cancel()
@@ -253,6 +296,17 @@ func (s *Store) deleteTopic(parent context.Context, name string, match func(Topi
 	}
 	return fmt.Errorf("redisstore: delete topic %q: its registry entry kept changing", name)
 }
+
+// deletePartitionScript removes a partition's keys unless its meta belongs to a topic created after the
+// deletion read the registry: one UNLINK (a partition's keys share a hash tag), so a stream of millions
+// of entries is freed in the background, where DEL would stall Redis for every client.
+// KEYS: stream, meta, tindex, producers, bindex. ARGV: the generation counter read with the entry.
+// Returns 1 when removed, 0 when spared.
+var deletePartitionScript = redis.NewScript(`
+if (tonumber(redis.call('HGET', KEYS[2], 'gen')) or 0) > tonumber(ARGV[1]) then return 0 end
+redis.call('UNLINK', unpack(KEYS))
+return 1
+`)
 
 // maxDeletePasses bounds the passes of a topic deletion whose registry entry changes under it.
 const maxDeletePasses = 10
@@ -337,7 +391,7 @@ func (s *Store) SetPartitions(ctx context.Context, name string, n int32) error {
 	if t.PartitionMeta > 0 && n > t.Partitions {
 		// The new partitions' meta first, so setPartitionsScript can mark them (a concurrent call
 		// may have added some of them already, and appends to them stay).
-		if err := s.writePartitionMeta(ctx, name, t.Partitions, n); err != nil {
+		if err := s.writePartitionMeta(ctx, name, t.Partitions, n, t.Generation); err != nil {
 			return err
 		}
 		metaFrom = t.Partitions
