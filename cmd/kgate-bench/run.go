@@ -222,7 +222,8 @@ func (b *bench) dropKeys(ns string) {
 	defer cancel()
 	rdb := b.base.Client()
 	n := 0
-	for _, pat := range []string{ns + ":*", ns + "-base:*"} {
+	// Keys on the topic registry's slot begin with its hash tag: "{<ns>:topics}:forms", ":gen".
+	for _, pat := range []string{ns + ":*", ns + "-base:*", "{" + ns + ":*", "{" + ns + "-base:*"} {
 		it := rdb.Scan(ctx, 0, pat, 1000).Iterator()
 		var batch []string
 		for it.Next(ctx) {
