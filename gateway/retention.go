@@ -80,13 +80,14 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 			continue
 		}
 		// The high watermarks before the scans: when no record is at or after the cutoff, every one
-		// below it is older, but a record appended since the scan must stay.
-		offs, err := g.store.PartitionOffsets(ctx, name, led)
-		if err != nil {
-			continue
-		}
+		// below it is older, but a record appended since the scan must stay. A partition whose read
+		// failed (its master down) is left for the next pass, not the others with it.
+		offs, offErrs := g.store.EachPartitionOffsets(ctx, name, led)
 		var trims []redisstore.Trim
 		for i, p := range led {
+			if offErrs[i] != nil {
+				continue
+			}
 			off, maxTS, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
 			if err != nil {
 				continue

@@ -1,15 +1,20 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"math"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
+	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
 
@@ -286,6 +291,107 @@ func TestRetentionRoundTripsPerTopic(t *testing.T) {
 	for p, o := range offs {
 		if o.Start != 1 || o.End != 2 {
 			t.Errorf("partition %d after retention: log start %d, high watermark %d; want 1 and 2", p, o.Start, o.End)
+		}
+	}
+}
+
+// TestRetentionTrimsPartitionsOfLiveMasters: on Redis Cluster (cluster-require-full-coverage no), with
+// the master of some of a topic's partitions down, a retention pass still trims the partitions the
+// other masters hold. It read the high watermarks of all the partitions in one round trip and, when
+// any one of them failed, skipped the whole topic: records past retention piled up on the masters
+// still serving for as long as the other was down.
+func TestRetentionTrimsPartitionsOfLiveMasters(t *testing.T) {
+	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cluster, err := redistest.StartCluster(ctx, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	for _, m := range cluster.Masters {
+		c := redis.NewClient(&redis.Options{Addr: m.Addr})
+		err := c.ConfigSet(ctx, "cluster-require-full-coverage", "no").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: cluster.Addrs(), Cluster: true,
+		CommandTimeout: time.Second, DialTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	g := New(Config{Listen: "127.0.0.1:0"}, store, zerolog.Nop())
+
+	const name, partitions = "ret-live", 8
+	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: partitions, Configs: map[string]string{"retention.ms": "1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.ln.Close()
+	now := time.Now()
+	for p := range int32(partitions) {
+		b := []*redisstore.Batch{{Topic: name, Partition: p, ProducerID: -1, KnownPartition: true,
+			Records: []redisstore.Record{{Timestamp: now.Add(-time.Hour).UnixMilli(), Value: []byte("v")}, {Timestamp: now.UnixMilli(), Value: []byte("v")}}}}
+		if res := store.Append(ctx, b); res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+	}
+	if _, err := g.topics.all(ctx); err != nil { // the view the pass starts from
+		t.Fatal(err)
+	}
+
+	// The master to stop: not the registry's, and holding some of the partitions, not all.
+	cc := store.Client().(*redis.ClusterClient)
+	masterOf := func(key string) string {
+		t.Helper()
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Options().Addr
+	}
+	registry := masterOf(store.Namespace() + ":topics")
+	var down string
+	var live []int32
+	for _, m := range cluster.Masters {
+		if m.Addr == registry {
+			continue
+		}
+		var others []int32
+		for p := range int32(partitions) {
+			if masterOf(store.StreamKey(name, p)) != m.Addr {
+				others = append(others, p)
+			}
+		}
+		if len(others) < partitions && len(others) > 0 {
+			down, live = m.Addr, others
+			for _, s := range cluster.Masters {
+				if s.Addr == down {
+					s.Stop()
+				}
+			}
+			break
+		}
+	}
+	if down == "" {
+		t.Fatalf("no master but the registry's holds some of the %d partitions", partitions)
+	}
+
+	g.enforceRetention(ctx, now)
+	offs, err := store.PartitionOffsets(ctx, name, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range offs {
+		if o.Start != 1 || o.End != 2 {
+			t.Errorf("partition %d (its master up, %s down) after retention: log start %d, high watermark %d; want 1 and 2", live[i], down, o.Start, o.End)
 		}
 	}
 }

@@ -584,6 +584,28 @@ func (s *Store) PartitionOffsets(ctx context.Context, topic string, partitions [
 	return out, err
 }
 
+// EachPartitionOffsets is PartitionOffsets with an error for each partition: a read that failed fails
+// its partition alone (on Redis Cluster, a master down fails the partitions it holds), where
+// PartitionOffsets fails them all. One round trip, as PartitionOffsets; after a failure each
+// partition is read again alone, with a timeout of its own: go-redis's cluster pipeline, its retries
+// for the master down out of time, gives every command of the pipeline the context's error, those
+// other masters answered too.
+func (s *Store) EachPartitionOffsets(ctx context.Context, topic string, partitions []int32) ([]Offsets, []error) {
+	errs := make([]error, len(partitions))
+	offs, err := s.PartitionOffsets(ctx, topic, partitions)
+	if err == nil {
+		return offs, errs
+	}
+	offs = make([]Offsets, len(partitions))
+	for i, p := range partitions {
+		var one []Offsets
+		if one, errs[i] = s.PartitionOffsets(ctx, topic, []int32{p}); errs[i] == nil {
+			offs[i] = one[0]
+		}
+	}
+	return offs, errs
+}
+
 // KnownPartitionOffsets is PartitionOffsets for a topic whose partitions below known
 // (Topic.PartitionMeta) got their meta hash when they were created: gone[i] says that such a
 // partition has none, its topic deleted since the caller looked it up (PartitionOffsets would give it
