@@ -102,7 +102,7 @@ func followShard(ctx context.Context, c *redis.ClusterClient, ch string, fn func
 	var wait time.Duration
 	for ctx.Err() == nil {
 		ps := c.SSubscribe(ctx, ch)
-		made := receiveShard(ctx, ps, fn, subscribed)
+		made, err := receiveShard(ctx, ps, fn, subscribed)
 		_ = ps.Close()
 		if ctx.Err() != nil {
 			return
@@ -112,6 +112,11 @@ func followShard(ctx context.Context, c *redis.ClusterClient, ch string, fn func
 			wait = 0
 		}
 		wait = min(max(2*wait, 50*time.Millisecond), shardRetryMax)
+		if shardRefused(err) {
+			// A cluster of Redis before 7 or an ACL without SSUBSCRIBE: this gateway never advertises
+			// hearing the sharded channels, so nobody publishes there; tried again now and then only.
+			wait = probeRetryInterval
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -124,21 +129,33 @@ func followShard(ctx context.Context, c *redis.ClusterClient, ch string, fn func
 // wait without an answer ends it (a node gone without closing the connection).
 const shardQuiet = 2 * time.Second
 
-// receiveShard reads ps until ctx ends or the subscription is lost, and reports whether the channel
-// was subscribed meanwhile.
-func receiveShard(ctx context.Context, ps *redis.PubSub, fn func(string, int32), subscribed func()) (made bool) {
+// shardRefused reports whether err is the server refusing SSUBSCRIBE itself, not a redirection or a
+// failure of the node.
+func shardRefused(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM")
+}
+
+// receiveShard reads ps until ctx ends or the subscription is lost (the error that ended it, if any), and
+// reports whether the channel was subscribed meanwhile.
+func receiveShard(ctx context.Context, ps *redis.PubSub, fn func(string, int32), subscribed func()) (made bool, err error) {
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() }) // ends a read in progress
 	defer stop()
 	pinged := false
 	for {
-		m, err := ps.ReceiveTimeout(ctx, shardQuiet)
+		var m any
+		m, err = ps.ReceiveTimeout(ctx, shardQuiet)
 		if err != nil {
 			var ne net.Error
 			if ctx.Err() != nil || !errors.As(err, &ne) || !ne.Timeout() || pinged {
-				return made // a MOVED, a closed connection, or a ping left unanswered
+				return made, err // a MOVED, a closed connection, or a ping left unanswered
 			}
-			if ps.Ping(ctx) != nil {
-				return made
+			if err = ps.Ping(ctx); err != nil {
+				return made, err
 			}
 			pinged = true
 			continue
@@ -151,7 +168,7 @@ func receiveShard(ctx context.Context, ps *redis.PubSub, fn func(string, int32),
 				made = true
 				subscribed()
 			case "sunsubscribe": // the slot left this node
-				return made
+				return made, nil
 			}
 		case *redis.Message:
 			eachNotice(m.Payload, fn)

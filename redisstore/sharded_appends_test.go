@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,4 +201,67 @@ func TestShardedAppendsFollowSlot(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestShardedAppendsRefusedBacksOff: a server that refuses SSUBSCRIBE (an ACL without it here; a
+// cluster of Redis before 7 alike) is not asked again every second: each channel tries once in the
+// first probeRetryInterval, and the subscription never counts as made.
+func TestShardedAppendsRefusedBacksOff(t *testing.T) {
+	o := backendOptions(t, "cluster")
+	user := testNamespace(t)
+	nopermSum := func() (n int64) {
+		for _, addr := range o.Addrs {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			txt, err := c.Info(t.Context(), "errorstats").Result()
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v int64
+			if i := strings.Index(txt, "errorstat_NOPERM:count="); i >= 0 {
+				fmt.Sscanf(txt[i+len("errorstat_NOPERM:count="):], "%d", &v)
+			}
+			n += v
+		}
+		return n
+	}
+	for _, addr := range o.Addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		err := c.Do(t.Context(), "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-ssubscribe").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
+			c.Close()
+		})
+	}
+	o.Username, o.Password = user, "pw"
+	s := openStore(t, o)
+	before := nopermSum()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	listening := make(chan struct{}, 1)
+	go func() {
+		defer close(done)
+		_ = s.SubscribeShardedAppends(ctx, func(string, int32) {}, func() {}, func() { listening <- struct{}{} })
+	}()
+	defer func() { cancel(); <-done }()
+	checkFor(t, 5*time.Second, func() error {
+		if n := nopermSum() - before; n < AppendShards {
+			return fmt.Errorf("%d SSUBSCRIBEs refused, want one per channel", n)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // the window in which a retry every second or less would show
+	if n := nopermSum() - before; n != AppendShards {
+		t.Fatalf("%d SSUBSCRIBEs refused within 3 s, want %d (one per channel)", n, AppendShards)
+	}
+	select {
+	case <-listening:
+		t.Fatal("listening reported with SSUBSCRIBE refused")
+	default:
+	}
 }
