@@ -265,3 +265,58 @@ func TestShardedAppendsRefusedBacksOff(t *testing.T) {
 	default:
 	}
 }
+
+// TestShardedAppendsFollowFailover: when the master of a sharded channel's slot dies and its replica
+// takes over, the subscription is made again on the new master and notices published there arrive.
+func TestShardedAppendsFollowFailover(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	rc, err := redistest.StartCluster(ctx, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Stop)
+	sub := openStore(t, Options{Addrs: rc.Addrs(), Cluster: true, DialTimeout: 500 * time.Millisecond})
+	pub := openStore(t, Options{Addrs: rc.Addrs(), Cluster: true, Namespace: sub.Namespace(), DialTimeout: 500 * time.Millisecond})
+	// The replicas attach after the cluster reports ok; one never in sync is not promoted.
+	checkFor(t, 30*time.Second, func() error {
+		for _, r := range rc.Replicas {
+			c := redis.NewClient(&redis.Options{Addr: r.Addr})
+			info, err := c.Info(ctx, "replication").Result()
+			c.Close()
+			if err != nil || !strings.Contains(info, "master_link_status:up") {
+				return fmt.Errorf("replica %s not in sync: %v", r.Addr, err)
+			}
+		}
+		return nil
+	})
+	l := subscribeSharded(t, sub)
+
+	ch := sub.ShardedAppendChannel(0)
+	master, err := sub.Client().(*redis.ClusterClient).MasterForKey(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := l.subscriptions()
+	for _, m := range rc.Masters {
+		if m.Addr == master.Options().Addr {
+			m.Kill()
+		}
+	}
+	checkFor(t, 30*time.Second, func() error {
+		pub.RefreshTopology(ctx)
+		if err := pub.PublishShardedAppends(ctx, 0, []string{AppendMessage("failover", 0)}); err != nil {
+			return fmt.Errorf("publish after the master died: %v", err)
+		}
+		if l.count("failover/0") == 0 {
+			return fmt.Errorf("no notice through the promoted replica")
+		}
+		return nil
+	})
+	if l.subscriptions() == before {
+		t.Fatal("a notice arrived without a new subscription")
+	}
+}
