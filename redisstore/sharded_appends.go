@@ -61,16 +61,23 @@ func (s *Store) PublishShardedAppends(ctx context.Context, from int32, parts []s
 
 // SubscribeShardedAppends is SubscribeAppends for the sharded channels: it calls fn for each partition
 // reported grown on any of them until ctx is done, subscribed each time one of them is subscribed (what
-// was published on it before never comes), and listening once, when every one of them has been.
+// was published on it before never comes), and listening once, when every one of them has been. The
+// callbacks run on goroutines of the store's, one per channel; a panic in one ends the call, which
+// panics with it.
 func (s *Store) SubscribeShardedAppends(ctx context.Context, fn func(topic string, partition int32), subscribed, listening func()) error {
 	c, ok := s.rdb.(*redis.ClusterClient)
 	if !ok || !s.ShardedAppends() {
 		return errNotCluster
 	}
+	// A panic on a channel's goroutine (the callbacks run there) ends the others and reaches the
+	// caller, whose loop recovers it and subscribes again.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var (
-		wg   sync.WaitGroup
+		fo   fanOut
 		left atomic.Int32
 	)
+	defer fo.Wait()
 	left.Store(AppendShards)
 	for i := range AppendShards {
 		first := sync.OnceFunc(func() {
@@ -78,14 +85,20 @@ func (s *Store) SubscribeShardedAppends(ctx context.Context, fn func(topic strin
 				listening()
 			}
 		})
-		wg.Go(func() {
+		fo.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					cancel()
+					panic(p)
+				}
+			}()
 			followShard(ctx, c, s.keys.shardedAppends(i), fn, func() {
-				first()
 				subscribed()
+				first()
 			})
 		})
 	}
-	wg.Wait()
+	fo.Wait()
 	return nil
 }
 

@@ -320,3 +320,39 @@ func TestShardedAppendsFollowFailover(t *testing.T) {
 		t.Fatal("a notice arrived without a new subscription")
 	}
 }
+
+// TestShardedAppendsPanicReachesCaller: a panic in a callback, which runs on a goroutine of the
+// store's, ends SubscribeShardedAppends with that panic on the caller's goroutine (whose loop recovers
+// it) instead of ending the process.
+func TestShardedAppendsPanicReachesCaller(t *testing.T) {
+	sub := openStore(t, backendOptions(t, "cluster"))
+	o := backendOptions(t, "cluster")
+	o.Namespace = sub.Namespace()
+	pub := openStore(t, o)
+	listening := make(chan struct{})
+	recovered := make(chan any, 1)
+	go func() {
+		defer func() { recovered <- recover() }()
+		_ = sub.SubscribeShardedAppends(t.Context(), func(topic string, _ int32) {
+			if topic == "boom" {
+				panic("boom in a notice callback")
+			}
+		}, func() {}, func() { close(listening) })
+	}()
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sharded channels were not all subscribed within 10 s")
+	}
+	if err := pub.PublishShardedAppends(t.Context(), 3, []string{AppendMessage("boom", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-recovered:
+		if p == nil || !strings.Contains(fmt.Sprint(p), "boom in a notice callback") {
+			t.Fatalf("SubscribeShardedAppends ended with %v, want the callback's panic", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SubscribeShardedAppends went on after a callback panicked")
+	}
+}
