@@ -21,6 +21,7 @@ import (
 func (g *Gateway) registration() redisstore.GatewayInfo {
 	info := redisstore.GatewayInfo{
 		NodeID: g.cfg.NodeID, Instance: g.instance, Advertised: g.AdvertisedAddr(), Started: g.started.UnixMilli(),
+		ShardedAppends: g.hearsSharded.Load(),
 	}
 	if a := g.AdminAddr(); a != nil {
 		info.Admin = advertisedAdmin(a.String(), g.advHost)
@@ -216,13 +217,24 @@ func (g *Gateway) refreshMembership(ctx context.Context) {
 		}
 		pn, _ := strconv.Atoi(port)
 		byID[r.NodeID] = gatewayNode{ID: r.NodeID, Host: host, Port: int32(pn), Admin: r.Admin,
-			Alive: r.Heartbeat > 0 && now-r.Heartbeat < g.cfg.NodeTimeout.Milliseconds()}
+			Alive:   r.Heartbeat > 0 && now-r.Heartbeat < g.cfg.NodeTimeout.Milliseconds(),
+			Sharded: r.ShardedAppends}
 	}
 	self := g.registration()
-	byID[g.cfg.NodeID] = gatewayNode{ID: g.cfg.NodeID, Host: g.advHost, Port: g.advPort, Admin: self.Admin, Alive: g.nodes.leased(time.Now())}
+	byID[g.cfg.NodeID] = gatewayNode{ID: g.cfg.NodeID, Host: g.advHost, Port: g.advPort, Admin: self.Admin,
+		Alive: g.nodes.leased(time.Now()), Sharded: self.ShardedAppends}
 	nodes := make([]gatewayNode, 0, len(byID))
+	// Append notices go over the sharded channels only when every other live gateway hears them: one
+	// of an older version (or a static peer, whose version is unknown) hears the global channel only.
+	sharded := g.store.ShardedAppends()
 	for _, n := range byID {
 		nodes = append(nodes, n)
+		if n.Alive && n.ID != g.cfg.NodeID && !n.Sharded {
+			sharded = false
+		}
+	}
+	if g.sharded.Swap(sharded) != sharded {
+		g.log.Info().Bool("sharded", sharded).Msg("append notices: sharded pub/sub in use (false: global PUBLISH)")
 	}
 	old := map[int32]bool{}
 	for _, n := range g.nodes.all() {
@@ -313,7 +325,12 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 		for m := range batch {
 			parts = append(parts, m)
 		}
-		err := g.store.PublishAppends(ctx, parts)
+		var err error
+		if g.sharded.Load() {
+			err = g.store.PublishShardedAppends(ctx, g.cfg.NodeID, parts)
+		} else {
+			err = g.store.PublishAppends(ctx, parts)
+		}
 		batch = nil
 		if err != nil && ctx.Err() == nil {
 			g.log.Debug().Err(err).Msg("publish appends")
@@ -352,6 +369,27 @@ func (g *Gateway) wakePublisher() {
 
 // publishRetry is how long after a failed PUBLISH the append notifications it carried are sent again.
 const publishRetry = 250 * time.Millisecond
+
+// runShardedAppendSubscriber is runAppendSubscriber for the sharded channels (Redis Cluster): once all
+// of them are subscribed, this gateway's registration says so, and its peers publish there when every
+// live gateway's does. The global channel stays subscribed: older gateways publish there.
+func (g *Gateway) runShardedAppendSubscriber(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := g.store.SubscribeShardedAppends(ctx, func(topic string, p int32) {
+			g.notify.notify(partKey{topic, p})
+		}, g.notify.notifyAll, func() { g.hearsSharded.Store(true) })
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			g.log.Warn().Err(err).Msg("sharded append subscription failed; retrying")
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
 
 // runAppendSubscriber wakes local fetches on other gateways' appends, resubscribing after failures.
 func (g *Gateway) runAppendSubscriber(ctx context.Context) {

@@ -148,6 +148,11 @@ type Gateway struct {
 	appends  chan string // partitions to publish, drained by runAppendPublisher ("": a wake-up only)
 	unsentMu sync.Mutex
 	unsent   map[string]struct{} // partitions to publish that found appends full
+	// sharded: publish append notices on this gateway's sharded channel (Redis Cluster, every other
+	// live gateway hears those); else on the global channel. hearsSharded: this gateway's subscription
+	// to every sharded channel has been made (advertised in its registration).
+	sharded      atomic.Bool
+	hearsSharded atomic.Bool
 }
 
 // New builds a gateway; Listen binds the Kafka listener and Serve runs it.
@@ -261,6 +266,9 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	g.goBackground("topology_refresh", g.runTopologyRefresh)
 	g.goBackground("append_publisher", g.runAppendPublisher)
 	g.goBackground("append_subscriber", g.runAppendSubscriber)
+	if g.store.ShardedAppends() {
+		g.goBackground("sharded_append_subscriber", g.runShardedAppendSubscriber)
+	}
 	g.goBackground("retention", g.runRetention)
 	close(g.ready)
 	served := make(chan struct{})

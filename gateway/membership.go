@@ -16,6 +16,8 @@ type gatewayNode struct {
 	Port  int32
 	Admin string
 	Alive bool
+	// Sharded: the gateway hears append notices on the sharded channels (its registration says so).
+	Sharded bool
 }
 
 func (n gatewayNode) addr() string { return net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port))) }

@@ -38,6 +38,8 @@
 //	<ns>:groups                        set    group IDs with committed offsets
 //	<ns>:gateways                      hash   node id -> gateway registration JSON
 //	<ns>:appends                       pub/sub "partition grew" notices that wake other gateways' fetches
+//	<ns>:appends:{<ns>:<i>}            sharded pub/sub: the same notices on a Redis Cluster, i below
+//	                                   AppendShards (sharded_appends.go)
 //
 // # Stream entries
 //

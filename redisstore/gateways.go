@@ -19,6 +19,9 @@ type GatewayInfo struct {
 	Admin      string `json:"admin"`
 	Started    int64  `json:"started"`   // epoch ms
 	Heartbeat  int64  `json:"heartbeat"` // epoch ms by Redis's clock; 0 after a clean shutdown
+	// ShardedAppends: the gateway hears append notices on the sharded channels (SubscribeShardedAppends).
+	// Registrations of older gateways lack it: those hear only the global channel.
+	ShardedAppends bool `json:"shardedAppends,omitempty"`
 }
 
 // registerScript claims or refreshes a node id. KEYS: gateways hash. ARGV: node id, registration JSON
@@ -126,7 +129,9 @@ func (s *Store) RefreshTopology(ctx context.Context) {
 
 func (k keys) appends() string { return k.ns + ":appends" }
 
-// PublishAppends tells every gateway that these partitions grew (wakes their long-polling fetches).
+// PublishAppends tells every gateway that these partitions grew (wakes their long-polling fetches), on
+// the global channel, which every gateway subscribes to (PublishShardedAppends: on a cluster, the
+// sharded channels, which older gateways do not).
 func (s *Store) PublishAppends(ctx context.Context, parts []string) error {
 	if len(parts) == 0 {
 		return nil
@@ -163,15 +168,7 @@ func (s *Store) SubscribeAppends(ctx context.Context, fn func(topic string, part
 				}
 				continue
 			}
-			for _, line := range strings.Split(msg.Payload, "\n") {
-				topic, p, found := strings.Cut(line, "\x00")
-				if !found {
-					continue
-				}
-				if n, err := strconv.Atoi(p); err == nil {
-					fn(topic, int32(n))
-				}
-			}
+			eachNotice(msg.Payload, fn)
 		}
 	}
 }
