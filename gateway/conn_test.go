@@ -434,8 +434,10 @@ func TestSlowSteadyReaderNotIdle(t *testing.T) {
 func TestSlowSteadySenderNotIdle(t *testing.T) {
 	_, g, store := embeddedGateway(t, Config{IdleTimeout: 400 * time.Millisecond})
 	createTopic(t, store, "appender", 1)
-	client, _ := servePipe(t, g)
+	// Built before the connection opens: its idle clock starts then, and building 5 MiB (under the race
+	// detector, on a loaded machine) took most of the 400 ms before the first byte went.
 	frame := produceFrameOf(t, 7, make([]byte, 5<<20))
+	client, _ := servePipe(t, g)
 	start := time.Now()
 	for sent := 0; sent < len(frame); sent += 64 << 10 {
 		if _, err := client.Write(frame[sent:min(len(frame), sent+64<<10)]); err != nil {
