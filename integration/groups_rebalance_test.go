@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -608,4 +609,140 @@ func TestGroupDescribeStates(t *testing.T) {
 	if d.State != "Dead" || d.ProtocolType != "" || len(d.Members) != 0 || listed() != "" {
 		t.Fatalf("after the deletion: %+v (listed %q)", d, listed())
 	}
+}
+
+// saramaMember is a Sarama ConsumerGroup in a consume loop whose sessions are tracked in tr: a session's
+// claims are assigned at Setup and revoked at Cleanup (Sarama is eager: every claim ends before it
+// rejoins).
+type saramaMember struct {
+	name   string
+	tr     *grpTracker
+	cg     sarama.ConsumerGroup
+	cancel context.CancelFunc
+	done   chan struct{}
+	errs   chan error
+	once   sync.Once
+}
+
+func (m *saramaMember) Setup(s sarama.ConsumerGroupSession) error {
+	m.tr.assign(m.name, s.Claims())
+	return nil
+}
+
+func (m *saramaMember) Cleanup(s sarama.ConsumerGroupSession) error {
+	m.tr.revoke(m.name, s.Claims())
+	return nil
+}
+
+func (m *saramaMember) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for msg := range claim.Messages() {
+		m.tr.consume(m.name, []*kgo.Record{{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}})
+		s.MarkMessage(msg, "")
+	}
+	return nil
+}
+
+func startSaramaMember(t *testing.T, g *testGateway, tr *grpTracker, group, topic, name string) *saramaMember {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0
+	cfg.ClientID = name
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
+	cfg.Consumer.Group.Session.Timeout = 6 * time.Second
+	cfg.Consumer.Group.Heartbeat.Interval = 200 * time.Millisecond
+	cfg.Consumer.Group.Rebalance.Timeout = 5 * time.Second
+	cfg.Consumer.MaxWaitTime = 200 * time.Millisecond
+	cfg.Consumer.Return.Errors = true
+	cg, err := sarama.NewConsumerGroup([]string{g.Addr}, group, cfg)
+	if err != nil {
+		t.Fatalf("sarama consumer group %s: %v", name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &saramaMember{name: name, tr: tr, cg: cg, cancel: cancel, done: make(chan struct{}), errs: make(chan error, 1)}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			if err := cg.Consume(ctx, []string{topic}, m); err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				tr.fail("%s: consume: %v", name, err)
+				return
+			}
+		}
+	}()
+	go func() {
+		for err := range cg.Errors() {
+			tr.fail("%s: %v", name, err)
+		}
+	}()
+	t.Cleanup(m.stop)
+	return m
+}
+
+// stop closes the consumer group: its session ends (committing what it marked) and it leaves.
+func (m *saramaMember) stop() {
+	m.once.Do(func() {
+		m.cancel()
+		if err := m.cg.Close(); err != nil {
+			m.tr.fail("%s: close: %v", m.name, err)
+		}
+		<-m.done
+	})
+}
+
+// TestGroupSaramaRebalances: Sarama ConsumerGroups (range, eager) and a franz-go member with the range
+// balancer share a group through joins and leaves, with Sarama leading franz-go and franz-go leading Sarama. Sarama runs its own
+// heartbeat and rejoin logic against the coordinator's answers: no error reaches it, no partition is
+// held by two members at once, every record is consumed and, once all stopped, committed.
+func TestGroupSaramaRebalances(t *testing.T) {
+	t.Parallel()
+	const (
+		topic = "sarama-reb"
+		group = "sarama-reb-group"
+		parts = int32(6)
+	)
+	g := startGateway(t, backends()[0])
+	ctx := testCtx(t, 120*time.Second)
+	adm := newAdmin(t, g)
+	grpCreateTopic(t, ctx, adm, topic, parts)
+	prod := grpProducer(t, g)
+	tr := newGrpTracker()
+	st := &rebStats{}
+	tag := 'a'
+	phase := func(what string, members ...string) {
+		t.Helper()
+		waitFor(t, 30*time.Second, what, func() bool { return tr.balanced(members, parts) })
+		waitFor(t, 15*time.Second, what+" (DescribeGroups Stable)", func() bool {
+			d := grpDescribe(t, ctx, adm, group)
+			return d.State == "Stable" && len(d.Members) == len(members)
+		})
+		grpProduce(t, ctx, prod, topic, parts, 5, string(tag))
+		tag++
+		ends := grpEndOffsets(t, ctx, adm, topic)
+		waitFor(t, 30*time.Second, "every record consumed: "+what, func() bool { return tr.consumedBelow(ends) })
+		tr.check(t)
+		st.check(t)
+		t.Logf("%s: %v", what, tr.ownership())
+	}
+
+	s1 := startSaramaMember(t, g, tr, group, topic, "s1")
+	phase("s1 alone", "s1")
+	s2 := startSaramaMember(t, g, tr, group, topic, "s2")
+	phase("s1 and s2", "s1", "s2")
+	k := startRebMember(t, g, tr, st, group, topic, "k", kgo.Balancers(kgo.RangeBalancer()), kgo.RebalanceTimeout(5*time.Second))
+	phase("s1, s2 and k", "s1", "s2", "k")
+	s1.stop() // s1 led: s2, the next to have joined, leads
+	phase("s2 and k", "s2", "k")
+	s2.stop() // franz-go leads
+	phase("k alone", "k")
+	s3 := startSaramaMember(t, g, tr, group, topic, "s3")
+	phase("k and s3", "k", "s3")
+	k.stop()
+	phase("s3 alone", "s3")
+	s3.stop()
+
+	ends := grpEndOffsets(t, ctx, adm, topic)
+	if got := grpOffsets(t, ctx, adm, group, topic); !mapsEqual(got, ends) {
+		t.Fatalf("committed %v once everyone stopped, want the ends %v", got, ends)
+	}
+	tr.check(t)
 }
