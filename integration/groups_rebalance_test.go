@@ -396,6 +396,9 @@ func TestGroupRangeTimeouts(t *testing.T) {
 // rebalance, gets its partitions back and stays the leader; the old member id is fenced. Closed (a
 // static member sends no LeaveGroup), it is then removed by an admin LeaveGroup naming its instance
 // id, and the other member takes its partitions long before the session timeout would have.
+// The range balancer is used: with cooperative-sticky, franz-go's restarted leader rejoins by itself
+// at once (its KIP-814 check finds its cached assignment differs from the plan it computes from the
+// members' metadata of their last JoinGroup, which an Apache coordinator hands it alike).
 func TestGroupFranzStaticLeaderRestart(t *testing.T) {
 	t.Parallel()
 	const (
