@@ -538,6 +538,9 @@ func (c *conn) writeFetch(hdr protocol.RequestHeader, resp *kmsg.FetchResponse) 
 	err := c.writeParts(parts)
 	clear(parts)
 	c.parts = parts[:0]
+	if cap(parts) > 64 { // a fetch of many large partitions: not kept by a connection that may idle
+		c.parts = nil
+	}
 	putBuf(bufp, out)
 	return err
 }
