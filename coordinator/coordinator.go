@@ -37,10 +37,11 @@ const newMemberJoinTimeout = 5 * time.Minute
 
 // Config is the coordinator's configuration. New fills zero fields with defaults.
 type Config struct {
-	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long the first
-	// rebalance of an Empty group waits for more members (extended by this much for
-	// each new member while the group is at generation 0, up to the rebalance
-	// timeout). Zero means DefaultInitialRebalanceDelay; negative means no delay.
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long a
+	// rebalance of an Empty group (at any generation) waits for more members
+	// (extended by this much while new members keep coming, up to the rebalance
+	// timeout), as Apache 4.x's coordinator does. Zero means
+	// DefaultInitialRebalanceDelay; negative means no delay.
 	InitialRebalanceDelay time.Duration
 	// MinSessionTimeout and MaxSessionTimeout bound a JoinGroup's session timeout
 	// (outside: INVALID_SESSION_TIMEOUT). Zero means the default.

@@ -2,6 +2,12 @@
 // protocol) in memory: members, generations, rebalances, session timers and
 // static membership. Apache Kafka's GroupCoordinator (3.x, the Scala classic
 // coordinator) is the reference; where this package differs it says so below.
+// The initial delayed join (group.initial.rebalance.delay.ms) follows Apache
+// 4.x's coordinator (GroupMetadataManager, which replaced the Scala one): it
+// begins whenever an Empty group rebalances and is extended while new members
+// come, at any generation (3.x: extended at generation 0 only); a LeaveGroup
+// does not end it early, a session expiry that leaves every remaining member
+// joined does (3.x: only its timer ends it).
 //
 // It does not store offsets. The gateway writes committed offsets to Redis and
 // asks ValidateCommit / ValidateTxnCommit whether a commit's member, instance

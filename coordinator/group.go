@@ -141,7 +141,8 @@ type group struct {
 	nextOrder    uint64
 
 	// Join phase (PreparingRebalance). The initial join of an Empty group is
-	// Apache's InitialDelayedJoin: it never completes early, only on its timer.
+	// Apache's initial delayed join: it completes on its timer, or earlier only
+	// when a session expiry leaves every remaining member joined (expiredDuringJoin).
 	joinTimer        *time.Timer
 	joinSeq          uint64
 	initialJoin      bool
@@ -405,6 +406,7 @@ func (g *group) addPending(id string, session time.Duration) {
 		if g.pending[id] == p {
 			delete(g.pending, id)
 			g.log.Debug().Str("member", id).Msg("pending member expired")
+			g.expiredDuringJoin()
 		}
 	})
 	g.pending[id] = p
@@ -437,6 +439,17 @@ func (g *group) sessionExpired(m *member, seq uint64) {
 		return
 	}
 	g.removeMember(m, "session timeout expired")
+	g.expiredDuringJoin()
+}
+
+// expiredDuringJoin completes a join phase that a session expiry left waiting for no one, the initial
+// delayed join too, as Apache 4.x's coordinator does (removeMemberAndUpdateClassicGroup,
+// removePendingMemberAndUpdateClassicGroup). A LeaveGroup does not end an initial join early there
+// (maybeCompleteJoinPhase), nor here: afterEvent completes only the other joins.
+func (g *group) expiredDuringJoin() {
+	if g.state == statePreparingRebalance && g.initialJoin && g.allJoined() {
+		g.completeJoin()
+	}
 }
 
 // setJoin parks a JoinGroup reply on m, answering a superseded one.

@@ -219,8 +219,10 @@ func (g *group) addMemberAndRebalance(id string, j joinRequest, reply chan<- joi
 		rebalanceTimeout: j.rebalanceTimeout,
 		isNew:            true,
 	}
-	if g.state == statePreparingRebalance && g.generation == 0 {
-		g.newMemberAdded = true // lets the initial delayed join wait longer
+	if g.state == statePreparingRebalance && g.initialJoin {
+		// Lets the initial delayed join wait longer: at any generation whose rebalance began from
+		// Empty, as Apache 4.x's coordinator (previousState EMPTY; the 3.x Scala one: generation 0).
+		g.newMemberAdded = true
 	}
 	g.add(m)
 	m.join = reply

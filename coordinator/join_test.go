@@ -299,6 +299,88 @@ func TestInitialRebalanceDelay(t *testing.T) {
 	})
 }
 
+// TestInitialRebalanceDelayAfterEmpty: a group that was Empty at a later generation rejoins with the
+// initial delay extended for each new member, as at generation 0: Apache 4.x's coordinator marks a
+// new member added whenever the rebalance started from Empty (GroupMetadataManager
+// addMemberThenRebalanceOrCompleteJoin, previousState EMPTY).
+func TestInitialRebalanceDelayAfterEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCoordinator(t, Config{})
+		ctx := context.Background()
+		first := stableGroup(t, c, "g", 1, 3)[0]
+		wantCode(t, "leave", c.LeaveGroup(ctx, leaveReq(0, "g", leaving(first.memberID, nil))).ErrorCode, 0)
+		empty := describe(t, c, "g")
+		if empty.State != StateEmpty || empty.Generation < 1 {
+			t.Fatalf("after the leave: %s at generation %d, want Empty past generation 0", empty.State, empty.Generation)
+		}
+		start := time.Now()
+		a := newClient(t, c, "g", "a", 3, "t")
+		b := newClient(t, c, "g", "b", 3, "t")
+		ja := async(a.join)
+		time.Sleep(time.Second)
+		jb := async(b.join)
+		ra, rb := <-ja, <-jb
+		// 3s, then one 3s extension for the member that came at 1s.
+		if got := time.Since(start); got != 6*time.Second {
+			t.Errorf("join phase took %v, want 6s", got)
+		}
+		if ra.Generation != empty.Generation+1 || rb.Generation != empty.Generation+1 || len(ra.Members) != 2 {
+			t.Errorf("generations %d and %d with %d members, want %d with 2", ra.Generation, rb.Generation, len(ra.Members), empty.Generation+1)
+		}
+	})
+}
+
+// TestInitialRebalanceEndsEarlyOnExpiry: the initial delayed join ends before its timer when a session
+// expiry leaves every remaining member joined, as in Apache 4.x's coordinator
+// (removePendingMemberAndUpdateClassicGroup, removeMemberAndUpdateClassicGroup complete the join
+// phase whatever started it), and not when a LeaveGroup does (maybeCompleteJoinPhase waits out an
+// initial rebalance).
+func TestInitialRebalanceEndsEarlyOnExpiry(t *testing.T) {
+	t.Run("pending member expires", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			c := newCoordinator(t, Config{InitialRebalanceDelay: 30 * time.Second})
+			start := time.Now()
+			a := newClient(t, c, "g", "a", 3, "t") // v3: joins without a member id round trip
+			ja := async(a.join)
+			synctest.Wait()
+			p := newClient(t, c, "g", "p", 4, "t") // handed a member id, and never comes back
+			wantCode(t, "v4 first join", p.joinOnce(context.Background()).ErrorCode, kerr.MemberIDRequired.Code)
+			ra := <-ja
+			if got := time.Since(start); got != testSession {
+				t.Errorf("join phase took %v, want %v (the pending member's session timeout)", got, testSession)
+			}
+			if ra.ErrorCode != 0 || len(ra.Members) != 1 {
+				t.Errorf("join: %s with %d members", codeName(ra.ErrorCode), len(ra.Members))
+			}
+		})
+	})
+	t.Run("member leaves", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			c := newCoordinator(t, Config{InitialRebalanceDelay: 30 * time.Second})
+			start := time.Now()
+			a := newClient(t, c, "g", "a", 3, "t")
+			ja := async(a.join)
+			synctest.Wait()
+			b := newClient(t, c, "g", "b", 4, "t")
+			wantCode(t, "v4 first join", b.joinOnce(context.Background()).ErrorCode, kerr.MemberIDRequired.Code)
+			jb := async(func() *kmsg.JoinGroupResponse { return b.joinOnce(context.Background()) })
+			blocked(t, jb)
+			lr := c.LeaveGroup(context.Background(), leaveReq(3, "g", leaving(b.memberID, nil)))
+			wantCode(t, "leave", lr.ErrorCode, 0)
+			wantCode(t, "leaving member's join", ready(t, jb).ErrorCode, kerr.UnknownMemberID.Code)
+			blocked(t, ja)
+			ra := <-ja
+			// 30s, then one 30s extension for b, up to the 60s rebalance timeout.
+			if got := time.Since(start); got != testRebalance {
+				t.Errorf("join phase took %v, want %v", got, testRebalance)
+			}
+			if ra.ErrorCode != 0 || len(ra.Members) != 1 {
+				t.Errorf("join: %s with %d members", codeName(ra.ErrorCode), len(ra.Members))
+			}
+		})
+	})
+}
+
 func TestJoinValidation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCoordinator(t, Config{})

@@ -10,10 +10,12 @@ package gateway
 // Redis applied the write (acks=-1 additionally waits for redis.wait_replicas / redis.wait_aof when
 // configured).
 //
-// Errors: unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics);
-// zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE, as Apache's request validation answers it; a base
-// offset other than 0 -> INVALID_RECORD, as Apache's log answers it (both read from the header, ahead
-// of the size and the CRC, as on Apache); batch larger than max.message.bytes, or decompressing past
+// Errors: a partition beginning with a transactional batch -> TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// for every partition, before anything else, as Apache answers it; unknown topic or partition ->
+// UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics); zstd below v7 ->
+// UNSUPPORTED_COMPRESSION_TYPE, then a second batch -> INVALID_RECORD, as Apache's request validation
+// answers them; a base offset other than 0 -> INVALID_RECORD, as Apache's log answers it (all read
+// from the headers, ahead of the size and the CRC, in Apache's order); batch larger than max.message.bytes, or decompressing past
 // what is left of the request's budget (kafka.max_frame_bytes for all its batches) ->
 // MESSAGE_TOO_LARGE; bad CRC -> CORRUPT_MESSAGE; a batch badly built, several batches, no records or
 // magic 0/1 -> INVALID_RECORD (as Apache's ProduceRequest validation and LogValidator answer them); a
@@ -24,10 +26,10 @@ package gateway
 //
 // Deviation: transactions are not supported; a transactional produce gets
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED: every partition of a request with a transactional id (Apache
-// appends one whose batches are plain) and each transactional batch (Apache, when the request names no
-// id, refuses the whole request).
-// No client sends either: a transactional producer names the id and marks every batch, and cannot
-// start here (InitProducerId with an id is refused). docs/COMPATIBILITY.md, Transactions.
+// appends one whose batches are plain) or with a transactional batch (as Apache, when the request
+// names no id). No client sends an id with plain batches: a transactional producer names the id and
+// marks every batch, and cannot start here (InitProducerId with an id is refused).
+// docs/COMPATIBILITY.md, Transactions.
 
 import (
 	"context"
@@ -80,6 +82,10 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 	j := &produceJob{c: c, req: req, resp: kmsg.NewPtrProduceResponse()}
 	var fail int16
 	switch {
+	case transactionalBatch(req):
+		// Apache refuses the whole request so before it looks at acks, topics or records
+		// (KafkaApis.handleProduceRequest, without a transactional id; none is ever authorized here).
+		fail = kerr.TransactionalIDAuthorizationFailed.Code
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		fail = kerr.InvalidRequiredAcks.Code
 	case req.TransactionID != nil:
@@ -140,12 +146,26 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 	return j
 }
 
-// batchHeadError is the error Apache answers a partition's batch with from its header alone, before
-// its size, CRC or records are looked at (0 for none): zstd below Produce v7 is
-// UNSUPPORTED_COMPRESSION_TYPE (ProduceRequest.validateRecords; KIP-110 gave zstd v7), and a base offset
-// other than 0 INVALID_RECORD (the log's check of a client's magic 2 batch, UnifiedLog's
-// analyzeAndValidateRecords; clients send 0, the broker assigns offsets). A batch whose header cannot be
-// read is left to the decoder. A few bytes read per batch, none per record.
+// transactionalBatch reports whether a partition of req begins with a transactional batch, as Apache's
+// RequestUtils.flags reads it: the first whole batch of each partition, its header alone.
+func transactionalBatch(req *kmsg.ProduceRequest) bool {
+	for ti := range req.Topics {
+		for pi := range req.Topics[ti].Partitions {
+			if h, ok := protocol.PeekBatch(req.Topics[ti].Partitions[pi].Records); ok && h.Transactional() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// batchHeadError is the error Apache answers a partition's batch with from its headers alone, before
+// its size, CRC or records are looked at (0 for none), in Apache's order: zstd in the first batch
+// below Produce v7 is UNSUPPORTED_COMPRESSION_TYPE, then a second batch INVALID_RECORD (both
+// ProduceRequest.validateRecords; KIP-110 gave zstd v7), then a base offset other than 0
+// INVALID_RECORD (the log's check of a client's magic 2 batch, UnifiedLog's analyzeAndValidateRecords;
+// clients send 0, the broker assigns offsets). A batch whose header cannot be read is left to the
+// decoder. A few bytes read per batch, none per record.
 func batchHeadError(version int16, records []byte) int16 {
 	h, ok := protocol.PeekBatch(records)
 	switch {
@@ -153,6 +173,8 @@ func batchHeadError(version int16, records []byte) int16 {
 		return 0
 	case version < 7 && h.Compression() == protocol.CodecZstd:
 		return kerr.UnsupportedCompressionType.Code
+	case protocol.SecondBatch(records):
+		return kerr.InvalidRecord.Code
 	case h.BaseOffset != 0:
 		return kerr.InvalidRecord.Code
 	}
@@ -371,9 +393,7 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	case int64(pb.LastOffsetDelta)+1 != int64(len(pb.Records)), pb.Control(),
 		pb.ProducerID >= 0 && pb.BaseSequence < 0:
 		return nil, 0, kerr.InvalidRecord.Code
-	case pb.Transactional():
-		return nil, 0, kerr.TransactionalIDAuthorizationFailed.Code
-	}
+	} // a transactional batch never gets here: prepareProduce refused its request (transactionalBatch)
 	nh := 0
 	for i := range pb.Records {
 		if len(pb.Records[i].Headers) > maxRecordHeaders {

@@ -3,9 +3,11 @@ package gateway
 // ListGroups v0-v4.
 //
 // Like an Apache broker, a gateway lists the groups it coordinates: those in its coordinator's memory
-// plus those that only have committed offsets in Redis (as "Empty", protocol type "consumer"), so admin
-// tools that ask every broker see each group once. v4 filters by state, ignoring case and surrounding
-// spaces.
+// plus those that only have committed offsets in Redis (as "Empty"), so admin tools that ask every
+// broker see each group once. A group's protocol type is that of its members (kept once they left), and
+// "" for a group known from Redis alone, as DescribeGroups reports it: Apache lists a group that never
+// had members (offsets committed by "simple" consumers or admin tools) with "". v4 filters by state,
+// ignoring case and surrounding spaces.
 
 import (
 	"context"
@@ -53,7 +55,7 @@ func (c *conn) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) (kms
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState = name, "consumer", "Empty"
+		lg.Group, lg.GroupState = name, "Empty" // protocol type "": no member here to give one
 		resp.Groups = append(resp.Groups, lg)
 	}
 	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })

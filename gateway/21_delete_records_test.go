@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kgate/kgate/internal/redistest"
@@ -61,4 +63,74 @@ func proxiedGateway(t *testing.T, cmdTimeout time.Duration, setup func(*redissto
 	g := New(Config{}, store, zerolog.Nop())
 	holdTopicView(t, ctx, g)
 	return ctx, g, p
+}
+
+// TestDeleteRecordsRoundTrips: a DeleteRecords of a topic's partitions trims them in one round trip to
+// Redis (two the first time, when Redis has yet to load the script), not one per partition, with each
+// partition's answer its own: the new low watermark, OFFSET_OUT_OF_RANGE past the high watermark,
+// UNKNOWN_TOPIC_OR_PARTITION for a partition the topic does not have.
+func TestDeleteRecordsRoundTrips(t *testing.T) {
+	srv := redisServer(t)
+	store := openStoreAt(t, srv.Addr, redisstore.Options{})
+	ctx := t.Context()
+	const partitions = 8
+	createTopic(t, store, "drt", partitions)
+	for p := range int32(partitions) {
+		appendValues(t, ctx, store, "drt", p, 10, 10)
+	}
+	g := New(Config{}, store, zerolog.Nop())
+	holdTopicView(t, ctx, g)
+	var trips atomic.Int64
+	store.Observe(func(string, time.Duration, error) { trips.Add(1) })
+	c := &conn{g: g}
+	deleteAll := func(before int64) []kmsg.DeleteRecordsResponseTopicPartition {
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.Version, req.TimeoutMillis = 2, 5000
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = "drt"
+		for p := range int32(partitions) {
+			rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+			rp.Partition, rp.Offset = p, before
+			if p == partitions-1 {
+				rp.Offset = 11 // past the high watermark
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		missing := kmsg.NewDeleteRecordsRequestTopicPartition()
+		missing.Partition, missing.Offset = partitions, 1
+		rt.Partitions = append(rt.Partitions, missing)
+		req.Topics = append(req.Topics, rt)
+		r, err := c.deleteRecords(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions
+	}
+	for _, step := range []struct {
+		before int64
+		most   int64
+	}{{4, 2}, {6, 1}} {
+		start := trips.Load()
+		got := deleteAll(step.before)
+		n := trips.Load() - start
+		t.Logf("DeleteRecords of %d partitions: %d round trips", partitions+1, n)
+		if n > step.most {
+			t.Errorf("DeleteRecords of %d partitions to %d took %d round trips, want %d at most", partitions+1, step.before, n, step.most)
+		}
+		for _, sp := range got {
+			want := struct {
+				code int16
+				lw   int64
+			}{0, step.before}
+			switch sp.Partition {
+			case partitions - 1:
+				want.code, want.lw = kerr.OffsetOutOfRange.Code, -1
+			case partitions:
+				want.code, want.lw = kerr.UnknownTopicOrPartition.Code, -1
+			}
+			if sp.ErrorCode != want.code || sp.LowWatermark != want.lw {
+				t.Errorf("to %d, partition %d: error %d low watermark %d; want %d and %d", step.before, sp.Partition, sp.ErrorCode, sp.LowWatermark, want.code, want.lw)
+			}
+		}
+	}
 }

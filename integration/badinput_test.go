@@ -194,7 +194,7 @@ func TestProduceBadBatches(t *testing.T) {
 // TestTransactionsRefused: transactions are not supported (docs/COMPATIBILITY.md). InitProducerId with
 // a transactional id, a Produce request with one (its batches plain: Apache appends them) and a batch
 // marked transactional are all answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED and store nothing (a
-// plain batch beside a transactional one is stored: Apache refuses it too), and so is franz-go's
+// plain batch beside a transactional one too, as on Apache), and so is franz-go's
 // transactional producer; a read_committed fetch reads as read_uncommitted, its last stable offset the
 // high watermark.
 func TestTransactionsRefused(t *testing.T) {
@@ -235,9 +235,9 @@ func TestTransactionsRefused(t *testing.T) {
 			}
 		}
 
-		// Apache refuses every partition of a request any of whose batches is transactional, and appends
-		// one with a transactional id and plain batches; kgate refuses by partition, and the id alone
-		// (docs/COMPATIBILITY.md, Transactions: no client sends either).
+		// Apache refuses every partition of a request any of whose batches is transactional, as kgate
+		// does, and appends one with a transactional id and plain batches, which kgate refuses by the id
+		// alone (docs/COMPATIBILITY.md, Transactions: no client sends it).
 		mixed := produceReq("txn-mixed", 0, -1, markedBytes)
 		plain := kmsg.NewProduceRequestTopicPartition()
 		plain.Partition, plain.Records = 1, rawBatch(t, -1, -1, -1, now, "plain beside")
@@ -246,10 +246,10 @@ func TestTransactionsRefused(t *testing.T) {
 		for _, sp := range roundTrip[*kmsg.ProduceResponse](c, 9, mixed).Topics[0].Partitions {
 			codes = append(codes, sp.ErrorCode)
 		}
-		if !slices.Equal(codes, []int16{refused, 0}) {
-			t.Errorf("a transactional batch beside a plain one: errors %v, want [%d 0]", codes, refused)
+		if !slices.Equal(codes, []int16{refused, refused}) {
+			t.Errorf("a transactional batch beside a plain one: errors %v, want [%d %d]", codes, refused, refused)
 		}
-		for p, want := range []int64{0, 1} {
+		for p, want := range []int64{0, 0} {
 			if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{txn-mixed:%d}", g.Namespace, p)).Result(); err != nil || n != want {
 				t.Errorf("txn-mixed/%d: XLEN %d, %v; want %d", p, n, err, want)
 			}
@@ -281,14 +281,14 @@ func TestTransactionsRefused(t *testing.T) {
 
 // TestProduceInvalidRecords: batches Apache Kafka refuses with INVALID_RECORD are refused so and
 // store nothing: an offset range that does not match the record count, a producer id without a
-// sequence, a control batch, a base offset other than 0 (compressed or not, and before a bad CRC),
-// and (kgate's own bound) a record with more than 1,000 headers; a record with 1,000 is stored,
-// headers in order.
+// sequence, a control batch (a transactional one is refused as transactional, as on Apache), a base
+// offset other than 0 (compressed or not, and before a bad CRC), and (kgate's own bound) a record
+// with more than 1,000 headers; a record with 1,000 is stored, headers in order.
 func TestProduceInvalidRecords(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
-		mustCreateTopics(t, ctx, newAdmin(t, g), 8, nil, "invalid")
+		mustCreateTopics(t, ctx, newAdmin(t, g), 9, nil, "invalid")
 		now := time.Now().UnixMilli()
 		buildWith := func(codec protocol.Codec, pb protocol.Batch) []byte {
 			pb.PartitionLeaderEpoch, pb.FirstTimestamp, pb.MaxTimestamp = -1, now, now
@@ -316,8 +316,11 @@ func TestProduceInvalidRecords(t *testing.T) {
 				Records: []protocol.Record{rec(0, 0), rec(4, 0), rec(9, 0)}}), kerr.InvalidRecord.Code},
 			{"producer id without a sequence", build(protocol.Batch{ProducerID: 7, ProducerEpoch: 0, BaseSequence: -1,
 				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
-			{"control batch", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: 0x30,
+			{"control batch", build(protocol.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: 0x20,
 				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
+			// Transaction markers are transactional too: Apache refuses the request for that first.
+			{"transactional control batch", build(protocol.Batch{ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, Attributes: 0x30,
+				Records: []protocol.Record{rec(0, 0)}}), kerr.TransactionalIDAuthorizationFailed.Code},
 			{"base offset 5", build(protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 				Records: []protocol.Record{rec(0, 0)}}), kerr.InvalidRecord.Code},
 			{"base offset 5, gzip", buildWith(protocol.CodecGzip, protocol.Batch{BaseOffset: 5, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
@@ -403,6 +406,95 @@ func TestProduceZstdBelowV7(t *testing.T) {
 			n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tc.topic, tc.partition)).Result()
 			if wantN := int64(map[bool]int{true: 1}[tc.want == 0]); err != nil || n != wantN {
 				t.Errorf("v%d to %s/%d: XLEN %d, %v; want %d", tc.version, tc.topic, tc.partition, n, err, wantN)
+			}
+		}
+		c.apiVersionsOK()
+	})
+}
+
+// TestProduceValidationOrder: a partition's records with several things wrong get the error Apache
+// Kafka answers first. Apache refuses a whole request any of whose partitions begins with a
+// transactional batch (KafkaApis.handleProduceRequest, before it looks at topics or records) when it
+// names no transactional id, ahead of acks; then for each partition its request validation
+// (ProduceRequest.validateRecords) checks the first batch's magic, then zstd below v7
+// (UNSUPPORTED_COMPRESSION_TYPE), then that no second batch follows (INVALID_RECORD); the log then
+// checks the base offset, the size and the CRC. Nothing of any of them is stored.
+func TestProduceValidationOrder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		mustCreateTopics(t, ctx, adm, 16, nil, "order")
+		mustCreateTopics(t, ctx, adm, 2, map[string]*string{"max.message.bytes": kadm.StringPtr("100")}, "order-small")
+		now := time.Now().UnixMilli()
+		build := func(codec protocol.Codec, pb protocol.Batch) []byte {
+			pb.PartitionLeaderEpoch, pb.FirstTimestamp, pb.MaxTimestamp = -1, now, now
+			if pb.ProducerID == 0 {
+				pb.ProducerID, pb.ProducerEpoch, pb.BaseSequence = -1, -1, -1
+			}
+			pb.Records = []protocol.Record{{Timestamp: now, Value: []byte("order")}}
+			out, err := protocol.AppendCompressedBatch(nil, pb, codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		plain := func() []byte { return build(protocol.CodecNone, protocol.Batch{}) }
+		badCRC := func(b []byte) []byte { b[len(b)-2] ^= 0x20; return b }
+		txn := protocol.Batch{ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, Attributes: 0x10}
+		txnAt5 := txn
+		txnAt5.BaseOffset = 5
+		cat := func(bs ...[]byte) []byte { return slices.Concat(bs...) }
+		var (
+			unsupported = kerr.UnsupportedCompressionType.Code
+			invalid     = kerr.InvalidRecord.Code
+			corrupt     = kerr.CorruptMessage.Code
+			refused     = kerr.TransactionalIDAuthorizationFailed.Code
+		)
+		cases := []struct {
+			name    string
+			version int16
+			topic   string
+			acks    int16
+			records []byte
+			want    int16
+		}{
+			// zstd is checked on the first batch before a second one is looked for.
+			{"zstd, then a second batch", 6, "order", -1, cat(build(protocol.CodecZstd, protocol.Batch{}), plain()), unsupported},
+			{"a second batch after a zstd one, v7", 7, "order", -1, cat(build(protocol.CodecZstd, protocol.Batch{}), plain()), invalid},
+			{"a second batch", 9, "order", -1, cat(plain(), plain()), invalid},
+			// The one-batch rule comes before the log's size and CRC checks.
+			{"a bad CRC, then a second batch", 9, "order", -1, cat(badCRC(plain()), plain()), invalid},
+			{"two batches together larger than max.message.bytes", 9, "order-small", -1, cat(plain(), plain()), invalid},
+			// Bytes after the first batch that are not a whole batch are not a second one: the first
+			// batch's CRC answers.
+			{"a bad CRC, then 3 bytes", 9, "order", -1, cat(badCRC(plain()), []byte{0, 0, 0}), corrupt},
+			// A transactional batch is refused before anything else is looked at.
+			{"transactional, base offset 5", 9, "order", -1, build(protocol.CodecNone, txnAt5), refused},
+			{"transactional zstd", 6, "order", -1, build(protocol.CodecZstd, txn), refused},
+			{"transactional, bad CRC", 9, "order", -1, badCRC(build(protocol.CodecNone, txn)), refused},
+			{"transactional, then a second batch", 9, "order", -1, cat(build(protocol.CodecNone, txn), plain()), refused},
+			{"transactional, acks 2", 9, "order", 2, build(protocol.CodecNone, txn), refused},
+			{"transactional, unknown topic", 9, "order-none", -1, build(protocol.CodecNone, txn), refused},
+		}
+		c := dialRaw(t, g.Addr)
+		for p, tc := range cases {
+			req := produceReq(tc.topic, int32(p), tc.acks, tc.records)
+			if tc.topic == "order-small" {
+				req.Topics[0].Partitions[0].Partition = 0
+			}
+			if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, tc.version, req)); sp.ErrorCode != tc.want {
+				t.Errorf("%s (v%d): error %d, want %d", tc.name, tc.version, sp.ErrorCode, tc.want)
+			}
+		}
+		for _, tp := range []struct {
+			topic string
+			n     int
+		}{{"order", 16}, {"order-small", 2}} {
+			for p := range tp.n {
+				if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tp.topic, p)).Result(); err != nil || n != 0 {
+					t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", tp.topic, p, n, err)
+				}
 			}
 		}
 		c.apiVersionsOK()

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/gateway"
 )
 
 // Rebalances as real clients live them, against Apache's classic GroupCoordinator: franz-go's
@@ -748,4 +750,51 @@ func TestGroupSaramaRebalances(t *testing.T) {
 		t.Fatalf("committed %v once everyone stopped, want the ends %v", got, ends)
 	}
 	tr.check(t)
+}
+
+// TestGroupInitialDelayAfterEmpty: a group that went Empty after a generation rebalances from Empty
+// with the initial delay (group.initial.rebalance.delay.ms) extended while new members keep coming, as
+// Apache 4.x's coordinator does at any generation (kgate extended it at generation 0 only): franz-go
+// members A and B join within the first delay, so the join phase is still open once it has passed, and
+// C, joining then, is in the same generation, the first after the Empty one.
+func TestGroupInitialDelayAfterEmpty(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const delay = 3 * time.Second
+		g := startGateway(t, b, gatewayOpts{mutate: func(c *gateway.Config) { c.Groups.InitialRebalanceDelay = delay }})
+		ctx := testCtx(t, 60*time.Second)
+		adm := newAdmin(t, g)
+		grpCreateTopic(t, ctx, adm, "late", 3)
+		member := func() *kgo.Client {
+			return newClient(t, g, kgo.ConsumerGroup("late"), kgo.ConsumeTopics("late"),
+				kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
+		}
+		generation := func(cl *kgo.Client) int32 { _, gen := cl.GroupMetadata(); return gen }
+
+		first := member()
+		waitFor(t, 15*time.Second, "the first member in a generation", func() bool { return generation(first) > 0 })
+		firstGen := generation(first)
+		first.Close() // leaves: the group is Empty at the next generation
+		waitFor(t, 10*time.Second, "the group Empty", func() bool { return grpDescribe(t, ctx, adm, "late").State == "Empty" })
+
+		a := member()
+		waitFor(t, 10*time.Second, "A joining", func() bool { return len(grpDescribe(t, ctx, adm, "late").Members) == 1 })
+		opened := time.Now() // A's JoinGroup arrived before this: the first delay ends before opened+delay
+		bm := member()
+		waitFor(t, 10*time.Second, "B joining", func() bool { return len(grpDescribe(t, ctx, adm, "late").Members) == 2 })
+		if time.Since(opened) > delay/2 {
+			t.Fatalf("B joined %v after A: too late to be in the first delay for sure", time.Since(opened))
+		}
+		time.Sleep(time.Until(opened.Add(delay + delay/2))) // past the first delay, well within its extension
+		if d := grpDescribe(t, ctx, adm, "late"); d.State != "PreparingRebalance" {
+			t.Fatalf("after the first delay with a member added in it: %s with %d members, want PreparingRebalance (extended)", d.State, len(d.Members))
+		}
+		c := member()
+		want := firstGen + 2 // the Empty generation, then the one all three join
+		waitFor(t, 30*time.Second, "A, B and C in one generation", func() bool {
+			return generation(a) == want && generation(bm) == want && generation(c) == want
+		})
+		if d := grpDescribe(t, ctx, adm, "late"); len(d.Members) != 3 {
+			t.Fatalf("group: %s with %d members, want 3", d.State, len(d.Members))
+		}
+	})
 }

@@ -189,6 +189,27 @@ func PeekBatch(data []byte) (b Batch, ok bool) {
 	return b, true
 }
 
+// SecondBatch reports whether data, the Records bytes of one Produce partition, holds a whole batch
+// after its first (which PeekBatch reads), as Apache's batch iterator finds one: a length of at least a
+// magic 0 message's overhead, a magic Kafka knows (0-2) and the bytes it counts all there. Bytes after
+// the first batch that are not such a batch are not a second one (DecodeBatches refuses them).
+func SecondBatch(data []byte) bool {
+	if _, ok := PeekBatch(data); !ok {
+		return false
+	}
+	rest := data[batchLenExtra+int(binary.BigEndian.Uint32(data[batchLenOffset:])):]
+	if len(rest) <= magicOffset {
+		return false
+	}
+	length := int32(binary.BigEndian.Uint32(rest[batchLenOffset:]))
+	magic := int8(rest[magicOffset])
+	return length >= legacyMessageOverhead && magic >= 0 && magic <= 2 && int64(length) <= int64(len(rest)-batchLenExtra)
+}
+
+// legacyMessageOverhead is the smallest length a batch of any magic can declare (a magic 0 message's
+// CRC, magic, attributes and key and value lengths: Kafka's LegacyRecord.RECORD_OVERHEAD_V0).
+const legacyMessageOverhead = 14
+
 // decodeBatch decodes one whole batch, its records into *slab's capacity if it
 // has room for them (appended); raw's length is already checked.
 func decodeBatch(raw []byte, maxDecompressed int, slab *[]Record) (Batch, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -564,6 +565,45 @@ func TestPeekBatch(t *testing.T) {
 		h, ok := PeekBatch(tc.data)
 		if ok != tc.ok || ok && (h.BaseOffset != 42 || h.Compression() != CodecZstd || !h.Transactional()) {
 			t.Errorf("%s: %+v, ok %v; want ok %v", tc.name, h, ok, tc.ok)
+		}
+	}
+}
+
+// TestSecondBatch: a whole batch after the first is a second one, of any magic Kafka knows; bytes after
+// the first that are too few, declare a length below a message's overhead or more bytes than follow,
+// or carry an unknown magic are not (Apache's batch iterator stops or fails there, and the decoder
+// refuses them).
+func TestSecondBatch(t *testing.T) {
+	first := mustCompressed(t, testBatch(2, 3), CodecNone)
+	next := mustCompressed(t, testBatch(1, 2), CodecZstd)
+	magic1 := bytes.Clone(next)
+	magic1[magicOffset] = 1
+	magic3 := bytes.Clone(next)
+	magic3[magicOffset] = 3
+	tooShort := bytes.Clone(next)
+	binary.BigEndian.PutUint32(tooShort[batchLenOffset:], legacyMessageOverhead-1)
+	overhead := bytes.Clone(next)
+	binary.BigEndian.PutUint32(overhead[batchLenOffset:], legacyMessageOverhead)
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		second bool
+	}{
+		{"one batch", first, false},
+		{"two", slices.Concat(first, next), true},
+		{"three", slices.Concat(first, next, next), true},
+		{"then magic 1", slices.Concat(first, magic1), true},
+		{"then a message's overhead", slices.Concat(first, overhead[:batchLenExtra+legacyMessageOverhead]), true},
+		{"then 3 bytes", slices.Concat(first, []byte{0, 0, 0}), false},
+		{"then up to the magic", slices.Concat(first, next[:magicOffset]), false},
+		{"then a truncated batch", slices.Concat(first, next[:len(next)-1]), false},
+		{"then magic 3", slices.Concat(first, magic3), false},
+		{"then a length below a message's overhead", slices.Concat(first, tooShort), false},
+		{"a truncated first batch", slices.Concat(first[:len(first)-1], next), false},
+		{"empty", nil, false},
+	} {
+		if got := SecondBatch(tc.data); got != tc.second {
+			t.Errorf("%s: SecondBatch %v, want %v", tc.name, got, tc.second)
 		}
 	}
 }

@@ -1138,17 +1138,23 @@ func (s *Store) DeleteKnownRecords(ctx context.Context, topic string, partition 
 func (s *Store) deleteRecords(ctx context.Context, topic string, partition int32, before int64, known bool) (int64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	flag := 0
+	return trimmed(deleteRecordsScript.Run(ctx, s.rdb, s.trimKeys(topic, partition), before, knownFlag(known)).Int64())
+}
+
+// knownFlag is deleteRecordsScript's ARGV[2]: 1 for a partition known to have a meta hash.
+func knownFlag(known bool) int {
 	if known {
-		flag = 1
+		return 1
 	}
-	return trimmed(deleteRecordsScript.Run(ctx, s.rdb, s.trimKeys(topic, partition), before, flag).Int64())
+	return 0
 }
 
 // Trim is a DeleteRecords of one partition: its records below Before (-1: the high watermark) go.
+// Known makes it a DeleteKnownRecords: a partition without a meta hash answers ErrUnknownPartition.
 type Trim struct {
 	Partition int32
 	Before    int64
+	Known     bool
 }
 
 // TrimResult is a Trim's new log start offset, or its error (DeleteRecords').
@@ -1166,11 +1172,11 @@ func (s *Store) DeleteRecordsOf(ctx context.Context, topic string, trims []Trim)
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(trims))
 	for i, tr := range trims {
-		cmds[i] = deleteRecordsScript.EvalSha(ctx, pipe, s.trimKeys(topic, tr.Partition), tr.Before, 0)
+		cmds[i] = deleteRecordsScript.EvalSha(ctx, pipe, s.trimKeys(topic, tr.Partition), tr.Before, knownFlag(tr.Known))
 	}
 	_, _ = pipe.Exec(ctx)
 	s.scriptsAgain(ctx, cmds, func(again redis.Pipeliner, i int) *redis.Cmd {
-		return deleteRecordsScript.Eval(ctx, again, s.trimKeys(topic, trims[i].Partition), trims[i].Before, 0)
+		return deleteRecordsScript.Eval(ctx, again, s.trimKeys(topic, trims[i].Partition), trims[i].Before, knownFlag(trims[i].Known))
 	})
 	out := make([]TrimResult, len(trims))
 	for i, c := range cmds {

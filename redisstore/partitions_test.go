@@ -1452,7 +1452,7 @@ func TestKnownTimeLookups(t *testing.T) {
 }
 
 // TestDeleteRecordsOf: DeleteRecordsOf trims several partitions of a topic as DeleteRecords trims
-// each, its errors per partition, in one round trip once the masters have the script, and in one more
+// each (DeleteKnownRecords those marked Known), its errors per partition, in one round trip once the masters have the script, and in one more
 // when they lack it (its first use, SCRIPT FLUSH, a restart), not one more per partition.
 func TestDeleteRecordsOf(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
@@ -1472,9 +1472,10 @@ func TestDeleteRecordsOf(t *testing.T) {
 			want  []TrimResult
 			most  int64
 		}{
-			{"first", []Trim{{0, 4}, {1, -1}, {2, 11}, {3, 10}}, []TrimResult{{Start: 4}, {Start: 10}, {Err: ErrOffsetOutOfRange}, {Start: 10}}, 2},
-			{"cached", []Trim{{0, 5}, {2, 1}}, []TrimResult{{Start: 5}, {Start: 1}}, 1},
-			{"flushed", []Trim{{0, 6}, {1, 2}, {2, 2}}, []TrimResult{{Start: 6}, {Start: 10}, {Start: 2}}, 2},
+			{"first", []Trim{{0, 4, false}, {1, -1, false}, {2, 11, false}, {3, 10, false}}, []TrimResult{{Start: 4}, {Start: 10}, {Err: ErrOffsetOutOfRange}, {Start: 10}}, 2},
+			// Partition 4 has no meta hash: an empty partition, unless known to have one.
+			{"cached", []Trim{{0, 5, true}, {2, 1, false}, {4, 0, false}, {4, 0, true}}, []TrimResult{{Start: 5}, {Start: 1}, {Start: 0}, {Err: ErrUnknownPartition}}, 1},
+			{"flushed", []Trim{{0, 6, false}, {1, 2, false}, {2, 2, false}}, []TrimResult{{Start: 6}, {Start: 10}, {Start: 2}}, 2},
 		} {
 			if step.name == "flushed" {
 				flushScripts(t, s)
