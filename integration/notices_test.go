@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
@@ -348,4 +349,50 @@ func TestAppendNoticeCost(t *testing.T) {
 	t.Logf("global: %d PUBLISH, %d bus messages, %d commands; sharded: %d SPUBLISH, %d bus messages, %d commands",
 		sum(global, "publish"), sum(global, "bus_publish_in"), sum(global, "commands"),
 		sum(sharded, "spublish"), sum(sharded, "bus_publishshard_in"), sum(sharded, "commands"))
+}
+
+// TestAppendWakeShardedSubscriptionLost: a gateway whose sharded subscriptions are lost and cannot be
+// made again (here an ACL that stops letting it subscribe to the sharded channels; a master it cannot
+// reach alike) withdraws shardedAppends from its registration, so its peers publish on the global
+// channel, which it still hears: a long-poll on it answers an append through a peer within wakeBound
+// instead of waiting out its max wait.
+func TestAppendWakeShardedSubscriptionLost(t *testing.T) {
+	ctx := testCtx(t, 90*time.Second)
+	be := backend{name: "cluster", addrs: cluster.Addrs(), cluster: true}
+	a := startGateway(t, be)
+	user := "b-" + a.Namespace
+	acl := func(rules ...any) {
+		t.Helper()
+		for _, addr := range cluster.Addrs() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			err := c.Do(ctx, append([]any{"ACL", "SETUSER", user}, rules...)...).Err()
+			c.Close()
+			if err != nil {
+				t.Fatalf("ACL SETUSER %s on %s: %v", user, addr, err)
+			}
+		}
+	}
+	acl("on", ">pw", "~*", "&*", "+@all")
+	t.Cleanup(func() {
+		for _, addr := range cluster.Addrs() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
+			c.Close()
+		}
+	})
+	b := startGateway(t, be, gatewayOpts{namespace: a.Namespace,
+		mutate: func(c *gateway.Config) { c.NodeID = 1 },
+		store:  func(o *redisstore.Options) { o.Username, o.Password = user, "pw" }})
+	mustCreateTopics(t, ctx, newAdmin(t, a), 1, nil, "deaf")
+	w := watchNotices(t, cluster.Addrs(), a.Store, redisstore.AppendShard(0))
+	prod := dialRaw(t, a.Addr)
+	awaitNoticeKind(t, prod, w, "sharded", "deaf")
+
+	// B may hear the global channel and nothing else: Redis disconnects its sharded subscribers, and
+	// SSUBSCRIBE is refused from then on.
+	acl("resetchannels", "&"+a.Store.AppendChannel())
+	awaitNoticeKind(t, prod, w, "global", "deaf")
+	if took := longPollWoken(t, ctx, b, prod, "deaf"); took > wakeBound {
+		t.Fatalf("the long-poll on B answered %v after the append through A, want within %v", took, wakeBound)
+	}
 }

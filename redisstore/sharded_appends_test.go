@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ type noticeLog struct {
 	mu         sync.Mutex
 	got        map[string]int // "topic/partition" -> how many times
 	subscribed int
+	hearing    []bool // what hearing was told, in order
+	errs       []error
 	listening  chan struct{}
 }
 
@@ -36,7 +40,15 @@ func subscribeSharded(t *testing.T, s *Store) *noticeLog {
 			l.mu.Lock()
 			l.subscribed++
 			l.mu.Unlock()
-		}, func() { close(l.listening) })
+		}, func(all bool, err error) {
+			l.mu.Lock()
+			l.hearing, l.errs = append(l.hearing, all), append(l.errs, err)
+			first := all && !slices.Contains(l.hearing[:len(l.hearing)-1], true)
+			l.mu.Unlock()
+			if first {
+				close(l.listening)
+			}
+		})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -56,6 +68,13 @@ func (l *noticeLog) count(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.got[key]
+}
+
+// heard is what hearing was told, in order, with the errors.
+func (l *noticeLog) heard() ([]bool, []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.hearing), slices.Clone(l.errs)
 }
 
 func (l *noticeLog) subscriptions() int {
@@ -187,6 +206,9 @@ func TestShardedAppendsFollowSlot(t *testing.T) {
 		if l.subscriptions() == before {
 			return fmt.Errorf("no new subscription reported")
 		}
+		if heard, errs := l.heard(); !slices.Equal(heard, []bool{true, false, true}) || errs[1] == nil {
+			return fmt.Errorf("hearing told %v (%v), want true, false (with an error), true", heard, errs)
+		}
 		return nil
 	})
 	if n := shardSubscribers(t, from, ch); n != 0 {
@@ -244,9 +266,16 @@ func TestShardedAppendsRefusedBacksOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	listening := make(chan struct{}, 1)
+	refused := make(chan error, AppendShards) // what hearing was told with false
 	go func() {
 		defer close(done)
-		_ = s.SubscribeShardedAppends(ctx, func(string, int32) {}, func() {}, func() { listening <- struct{}{} })
+		_ = s.SubscribeShardedAppends(ctx, func(string, int32) {}, func() {}, func(all bool, err error) {
+			if all {
+				listening <- struct{}{}
+			} else {
+				refused <- err
+			}
+		})
 	}()
 	defer func() { cancel(); <-done }()
 	checkFor(t, 5*time.Second, func() error {
@@ -262,6 +291,14 @@ func TestShardedAppendsRefusedBacksOff(t *testing.T) {
 	select {
 	case <-listening:
 		t.Fatal("listening reported with SSUBSCRIBE refused")
+	default:
+	}
+	if err := <-refused; !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Fatalf("hearing told false with %v, want the NOPERM refusal", err)
+	}
+	select {
+	case err := <-refused:
+		t.Fatalf("hearing told false again (%v) with nothing subscribed in between", err)
 	default:
 	}
 }
@@ -319,6 +356,12 @@ func TestShardedAppendsFollowFailover(t *testing.T) {
 	if l.subscriptions() == before {
 		t.Fatal("a notice arrived without a new subscription")
 	}
+	checkFor(t, 5*time.Second, func() error {
+		if heard, _ := l.heard(); !slices.Equal(heard, []bool{true, false, true}) {
+			return fmt.Errorf("hearing told %v, want true, false, true", heard)
+		}
+		return nil
+	})
 }
 
 // TestShardedAppendsPanicReachesCaller: a panic in a callback, which runs on a goroutine of the
@@ -337,7 +380,11 @@ func TestShardedAppendsPanicReachesCaller(t *testing.T) {
 			if topic == "boom" {
 				panic("boom in a notice callback")
 			}
-		}, func() {}, func() { close(listening) })
+		}, func() {}, func(all bool, _ error) {
+			if all {
+				close(listening)
+			}
+		})
 	}()
 	select {
 	case <-listening:
@@ -355,4 +402,90 @@ func TestShardedAppendsPanicReachesCaller(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("SubscribeShardedAppends went on after a callback panicked")
 	}
+}
+
+// shardGoroutines counts the goroutines running the sharded subscription code (or go-redis's PubSub).
+func shardGoroutines() (n int, dump string) {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "redisstore.followShard") || strings.Contains(g, "redisstore.receiveShard") ||
+			strings.Contains(g, "redisstore.(*Store).SubscribeShardedAppends") || strings.Contains(g, "redis.(*PubSub)") {
+			n++
+			dump += g + "\n\n"
+		}
+	}
+	return n, dump
+}
+
+// TestShardedAppendsStopLeavesNothing: once its context ends, SubscribeShardedAppends returns promptly,
+// also while its channels are being subscribed again (their connections killed), and leaves no
+// goroutine behind, nor a subscription on the servers.
+func TestShardedAppendsStopLeavesNothing(t *testing.T) {
+	s := openStore(t, backendOptions(t, "cluster"))
+	if n, dump := shardGoroutines(); n != 0 {
+		t.Fatalf("%d sharded subscription goroutines before the test:\n%s", n, dump)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	var mu sync.Mutex
+	var heard []bool
+	go func() {
+		done <- s.SubscribeShardedAppends(ctx, func(string, int32) {}, func() {}, func(all bool, _ error) {
+			mu.Lock()
+			heard = append(heard, all)
+			mu.Unlock()
+		})
+	}()
+	heardNow := func() []bool { mu.Lock(); defer mu.Unlock(); return slices.Clone(heard) }
+	checkFor(t, 10*time.Second, func() error {
+		if h := heardNow(); !slices.Equal(h, []bool{true}) {
+			return fmt.Errorf("hearing told %v, want true", h)
+		}
+		return nil
+	})
+	if n, _ := shardGoroutines(); n < AppendShards {
+		t.Fatalf("%d sharded subscription goroutines while subscribed, want at least %d (the count sees them)", n, AppendShards)
+	}
+	for _, addr := range cluster.Addrs() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		err := c.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if h := heardNow(); len(h) < 2 {
+			return fmt.Errorf("hearing told %v, want false after the connections were killed", h)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SubscribeShardedAppends did not return within 5 s of its context's end")
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n, dump := shardGoroutines(); n != 0 {
+			return fmt.Errorf("%d sharded subscription goroutines after the call returned:\n%s", n, dump)
+		}
+		return nil
+	})
+	checkFor(t, 5*time.Second, func() error {
+		for i := range AppendShards {
+			ch := s.ShardedAppendChannel(i)
+			for _, addr := range cluster.Addrs() {
+				if n := shardSubscribers(t, addr, ch); n != 0 {
+					return fmt.Errorf("PUBSUB SHARDNUMSUB %s on %s: %d after the call returned", ch, addr, n)
+				}
+			}
+		}
+		return nil
+	})
 }
