@@ -328,6 +328,12 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 		var err error
 		if g.sharded.Load() {
 			err = g.store.PublishShardedAppends(ctx, g.cfg.NodeID, parts)
+			if err != nil && ctx.Err() == nil {
+				// Every gateway hears the global channel too: a sharded channel whose master fails (or
+				// is out of this gateway's reach) must not hold the notices back until it is back.
+				g.log.Debug().Err(err).Msg("sharded publish of append notices failed; publishing on the global channel")
+				err = g.store.PublishAppends(ctx, parts)
+			}
 		} else {
 			err = g.store.PublishAppends(ctx, parts)
 		}

@@ -396,3 +396,59 @@ func TestAppendWakeShardedSubscriptionLost(t *testing.T) {
 		t.Fatalf("the long-poll on B answered %v after the append through A, want within %v", took, wakeBound)
 	}
 }
+
+// TestAppendWakeShardedPublishFails: when a gateway's SPUBLISH fails (here an ACL without it; the master
+// of its channel out of its reach alike) while its peers all hear the sharded channels, its notices go
+// on the global channel, which every gateway hears, instead of being retried on the sharded one: a
+// long-poll on a peer answers an append through it within wakeBound.
+func TestAppendWakeShardedPublishFails(t *testing.T) {
+	ctx := testCtx(t, 90*time.Second)
+	be := backend{name: "cluster", addrs: cluster.Addrs(), cluster: true}
+	user := fmt.Sprintf("nospublish-%d", time.Now().UnixNano())
+	nopermSum := func() (n int64) {
+		for _, addr := range cluster.Addrs() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			txt, err := c.Info(ctx, "errorstats").Result()
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v int64
+			if i := strings.Index(txt, "errorstat_NOPERM:count="); i >= 0 {
+				fmt.Sscanf(txt[i+len("errorstat_NOPERM:count="):], "%d", &v)
+			}
+			n += v
+		}
+		return n
+	}
+	for _, addr := range cluster.Addrs() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		err := c.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-spublish").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
+			c.Close()
+		})
+	}
+	a := startGateway(t, be, gatewayOpts{store: func(o *redisstore.Options) { o.Username, o.Password = user, "pw" }})
+	b := startPeer(t, be, a, 1)
+	mustCreateTopics(t, ctx, newAdmin(t, a), 1, nil, "nopub")
+	prod := dialRaw(t, a.Addr)
+	// A publishes sharded once it has read B's registration: its SPUBLISH is refused from then on.
+	before := nopermSum()
+	deadline := time.Now().Add(15 * time.Second)
+	for nopermSum() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("A did not try SPUBLISH within 15 s")
+		}
+		produceValues(t, prod, "nopub", "probe")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := longPollWoken(t, ctx, b, prod, "nopub"); took > wakeBound {
+		t.Fatalf("the long-poll on B answered %v after the append through A, want within %v", took, wakeBound)
+	}
+}
