@@ -489,3 +489,97 @@ func TestShardedAppendsStopLeavesNothing(t *testing.T) {
 		return nil
 	})
 }
+
+// TestShardedAppendsNodePaused: a master that stops answering without closing its connections (paused)
+// is noticed by the ping of a quiet subscription: hearing is told false within two quiet periods and a
+// command timeout, true again once the master answers, and the call returns within a command timeout of
+// its context's end while the master is paused.
+func TestShardedAppendsNodePaused(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	rc, err := redistest.StartCluster(ctx, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Stop)
+	const cmdTimeout = time.Second
+	sub := openStore(t, Options{Addrs: rc.Addrs(), Cluster: true, CommandTimeout: cmdTimeout, DialTimeout: 500 * time.Millisecond})
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	var mu sync.Mutex
+	var heard []bool
+	go func() {
+		done <- sub.SubscribeShardedAppends(sctx, func(string, int32) {}, func() {}, func(all bool, _ error) {
+			mu.Lock()
+			heard = append(heard, all)
+			mu.Unlock()
+		})
+	}()
+	heardNow := func() []bool { mu.Lock(); defer mu.Unlock(); return slices.Clone(heard) }
+	awaitHeard := func(n int, within time.Duration) {
+		t.Helper()
+		checkFor(t, within, func() error {
+			if h := heardNow(); len(h) < n {
+				return fmt.Errorf("hearing told %v, want %d reports", h, n)
+			}
+			return nil
+		})
+	}
+	awaitHeard(1, 10*time.Second)
+
+	ch := sub.ShardedAppendChannel(0)
+	master, err := sub.Client().(*redis.ClusterClient).MasterForKey(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused *redistest.Server
+	for _, m := range rc.Masters {
+		if m.Addr == master.Options().Addr {
+			paused = m
+		}
+	}
+	if err := paused.Pause(); err != nil {
+		t.Skip("cannot pause a server here:", err)
+	}
+	pausedAt := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = paused.Resume()
+		}
+	}
+	defer resume()
+	awaitHeard(2, 2*shardQuiet+cmdTimeout+5*time.Second)
+	if h := heardNow(); h[1] {
+		t.Fatalf("hearing told %v with a master paused", h)
+	}
+	t.Logf("loss of the paused master reported after %v", time.Since(pausedAt))
+	resume()
+	awaitHeard(3, 20*time.Second)
+	if h := heardNow(); !h[len(h)-1] {
+		t.Fatalf("hearing told %v after the master answers again", h)
+	}
+
+	// Stopped while that master is paused again: the call returns within about a command timeout.
+	if err := paused.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = false
+	awaitHeard(4, 2*shardQuiet+cmdTimeout+5*time.Second)
+	stopAt := time.Now()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("returned %v after its context ended, a master paused", time.Since(stopAt))
+	case <-time.After(cmdTimeout + 3*time.Second):
+		t.Fatalf("SubscribeShardedAppends did not return within %v of its context's end", cmdTimeout+3*time.Second)
+	}
+}
