@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,6 +170,22 @@ func TestAppendWakeSharded(t *testing.T) {
 	if subs[ch] != 3 {
 		t.Fatalf("PUBSUB SHARDNUMSUB %s on its master: %v; want 3 (A, B and this test)", ch, subs)
 	}
+
+	// Stopped, the gateways leave no sharded subscription behind: no goroutine, nothing on the server.
+	a.Stop()
+	b.Stop()
+	for _, fn := range []string{"gateway.(*Gateway).runShardedAppendSubscriber", "redisstore.followShard", "redisstore.receiveShard"} {
+		buf := make([]byte, 1<<20)
+		if bytes.Contains(buf[:runtime.Stack(buf, true)], []byte(fn)) {
+			t.Fatalf("%s still running once both gateways stopped", fn)
+		}
+	}
+	waitFor(t, 5*time.Second, "the gateways' subscriptions gone from the channel's master", func() bool {
+		if subs, err = mc.PubSubShardNumSub(ctx, ch).Result(); err != nil {
+			t.Fatalf("PUBSUB SHARDNUMSUB %s on its master: %v", ch, err)
+		}
+		return subs[ch] == 1
+	})
 }
 
 // olderGateway keeps a registration of node id node without ShardedAppends live in st's namespace, as a
