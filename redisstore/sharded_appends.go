@@ -124,8 +124,8 @@ func (st *shardsState) set(i int, up bool, err error) {
 	}
 }
 
-// errShardLost: the server ended a sharded subscription (its slot moved to another master).
-var errShardLost = errors.New("redisstore: sharded subscription ended by the server (slot moved)")
+// errShardLost: the server ended a sharded subscription (the slot left that node: moved, or the node became a replica).
+var errShardLost = errors.New("redisstore: sharded subscription ended by the server (its slot left that node)")
 
 // shardRetryMax bounds the wait before a lost sharded subscription is made again.
 const shardRetryMax = time.Second
