@@ -328,6 +328,12 @@ func (g *Gateway) runAppendPublisher(ctx context.Context) {
 		var err error
 		if g.sharded.Load() {
 			err = g.store.PublishShardedAppends(ctx, g.cfg.NodeID, parts)
+			if err != nil && ctx.Err() == nil {
+				// Every gateway hears the global channel too: a sharded channel whose master fails (or
+				// is out of this gateway's reach) must not hold the notices back until it is back.
+				g.log.Debug().Err(err).Msg("sharded publish of append notices failed; publishing on the global channel")
+				err = g.store.PublishAppends(ctx, parts)
+			}
 		} else {
 			err = g.store.PublishAppends(ctx, parts)
 		}
@@ -370,14 +376,18 @@ func (g *Gateway) wakePublisher() {
 // publishRetry is how long after a failed PUBLISH the append notifications it carried are sent again.
 const publishRetry = 250 * time.Millisecond
 
-// runShardedAppendSubscriber is runAppendSubscriber for the sharded channels (Redis Cluster): once all
+// runShardedAppendSubscriber is runAppendSubscriber for the sharded channels (Redis Cluster): while all
 // of them are subscribed, this gateway's registration says so, and its peers publish there when every
-// live gateway's does. The global channel stays subscribed: older gateways publish there.
+// live gateway's does. While one of them is not (its master unreachable, a refused SSUBSCRIBE), the
+// registration withdraws it and peers publish on the global channel, which stays subscribed: older
+// gateways publish there too.
 func (g *Gateway) runShardedAppendSubscriber(ctx context.Context) {
+	defer g.hearsSharded.Store(false) // a panic ended the subscriptions too
 	for ctx.Err() == nil {
 		err := g.store.SubscribeShardedAppends(ctx, func(topic string, p int32) {
 			g.notify.notify(partKey{topic, p})
-		}, g.notify.notifyAll, func() { g.hearsSharded.Store(true) })
+		}, g.notify.notifyAll, g.setHearsSharded)
+		g.hearsSharded.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -389,6 +399,17 @@ func (g *Gateway) runShardedAppendSubscriber(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// setHearsSharded records whether every sharded append channel is subscribed; the next heartbeat
+// advertises it.
+func (g *Gateway) setHearsSharded(all bool, err error) {
+	g.hearsSharded.Store(all)
+	if all {
+		g.log.Info().Msg("append notices: every sharded channel subscribed; peers may publish there")
+		return
+	}
+	g.log.Warn().Err(err).Msg("append notices: a sharded channel is not subscribed; peers are asked to publish on the global channel until it is")
 }
 
 // runAppendSubscriber wakes local fetches on other gateways' appends, resubscribing after failures.

@@ -101,6 +101,7 @@ func (g *testGateway) Stop() { g.stop() }
 type gatewayOpts struct {
 	namespace string // share a namespace between gateways
 	mutate    func(*gateway.Config)
+	store     func(*redisstore.Options) // tweaks the options of the gateway's store
 }
 
 // startPeer starts another gateway, node id node, on of's namespace: the same topics, groups and
@@ -123,7 +124,11 @@ func startGateway(t *testing.T, b backend, opts ...gatewayOpts) *testGateway {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: b.addrs, Cluster: b.cluster, Namespace: ns})
+	so := redisstore.Options{Addrs: b.addrs, Cluster: b.cluster, Namespace: ns}
+	if o.store != nil {
+		o.store(&so)
+	}
+	store, err := redisstore.Open(ctx, so)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/internal/redistest"
 	"github.com/kgate/kgate/redisstore"
 )
@@ -156,9 +159,33 @@ func TestAppendWakeSharded(t *testing.T) {
 	}
 	mc := redis.NewClient(&redis.Options{Addr: master.Options().Addr})
 	defer mc.Close()
-	if n, err := mc.PubSubShardNumSub(ctx, ch).Result(); err != nil || n[ch] != 3 {
-		t.Fatalf("PUBSUB SHARDNUMSUB %s on its master: %v, %v; want 3 (A, B and this test)", ch, n, err)
+	// B hears the sharded channels (A publishes there), but A's own subscriptions may still be under way.
+	var subs map[string]int64
+	waitFor(t, 10*time.Second, "A, B and this test subscribed on the channel's master", func() bool {
+		if subs, err = mc.PubSubShardNumSub(ctx, ch).Result(); err != nil {
+			t.Fatalf("PUBSUB SHARDNUMSUB %s on its master: %v", ch, err)
+		}
+		return subs[ch] >= 3
+	})
+	if subs[ch] != 3 {
+		t.Fatalf("PUBSUB SHARDNUMSUB %s on its master: %v; want 3 (A, B and this test)", ch, subs)
 	}
+
+	// Stopped, the gateways leave no sharded subscription behind: no goroutine, nothing on the server.
+	a.Stop()
+	b.Stop()
+	for _, fn := range []string{"gateway.(*Gateway).runShardedAppendSubscriber", "redisstore.followShard", "redisstore.receiveShard"} {
+		buf := make([]byte, 1<<20)
+		if bytes.Contains(buf[:runtime.Stack(buf, true)], []byte(fn)) {
+			t.Fatalf("%s still running once both gateways stopped", fn)
+		}
+	}
+	waitFor(t, 5*time.Second, "the gateways' subscriptions gone from the channel's master", func() bool {
+		if subs, err = mc.PubSubShardNumSub(ctx, ch).Result(); err != nil {
+			t.Fatalf("PUBSUB SHARDNUMSUB %s on its master: %v", ch, err)
+		}
+		return subs[ch] == 1
+	})
 }
 
 // olderGateway keeps a registration of node id node without ShardedAppends live in st's namespace, as a
@@ -348,4 +375,106 @@ func TestAppendNoticeCost(t *testing.T) {
 	t.Logf("global: %d PUBLISH, %d bus messages, %d commands; sharded: %d SPUBLISH, %d bus messages, %d commands",
 		sum(global, "publish"), sum(global, "bus_publish_in"), sum(global, "commands"),
 		sum(sharded, "spublish"), sum(sharded, "bus_publishshard_in"), sum(sharded, "commands"))
+}
+
+// TestAppendWakeShardedSubscriptionLost: a gateway whose sharded subscriptions are lost and cannot be
+// made again (here an ACL that stops letting it subscribe to the sharded channels; a master it cannot
+// reach alike) withdraws shardedAppends from its registration, so its peers publish on the global
+// channel, which it still hears: a long-poll on it answers an append through a peer within wakeBound
+// instead of waiting out its max wait.
+func TestAppendWakeShardedSubscriptionLost(t *testing.T) {
+	ctx := testCtx(t, 90*time.Second)
+	be := backend{name: "cluster", addrs: cluster.Addrs(), cluster: true}
+	a := startGateway(t, be)
+	user := "b-" + a.Namespace
+	acl := func(rules ...any) {
+		t.Helper()
+		for _, addr := range cluster.Addrs() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			err := c.Do(ctx, append([]any{"ACL", "SETUSER", user}, rules...)...).Err()
+			c.Close()
+			if err != nil {
+				t.Fatalf("ACL SETUSER %s on %s: %v", user, addr, err)
+			}
+		}
+	}
+	acl("on", ">pw", "~*", "&*", "+@all")
+	t.Cleanup(func() {
+		for _, addr := range cluster.Addrs() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
+			c.Close()
+		}
+	})
+	b := startGateway(t, be, gatewayOpts{namespace: a.Namespace,
+		mutate: func(c *gateway.Config) { c.NodeID = 1 },
+		store:  func(o *redisstore.Options) { o.Username, o.Password = user, "pw" }})
+	mustCreateTopics(t, ctx, newAdmin(t, a), 1, nil, "deaf")
+	w := watchNotices(t, cluster.Addrs(), a.Store, redisstore.AppendShard(0))
+	prod := dialRaw(t, a.Addr)
+	awaitNoticeKind(t, prod, w, "sharded", "deaf")
+
+	// B may hear the global channel and nothing else: Redis disconnects its sharded subscribers, and
+	// SSUBSCRIBE is refused from then on.
+	acl("resetchannels", "&"+a.Store.AppendChannel())
+	awaitNoticeKind(t, prod, w, "global", "deaf")
+	if took := longPollWoken(t, ctx, b, prod, "deaf"); took > wakeBound {
+		t.Fatalf("the long-poll on B answered %v after the append through A, want within %v", took, wakeBound)
+	}
+}
+
+// TestAppendWakeShardedPublishFails: when a gateway's SPUBLISH fails (here an ACL without it; the master
+// of its channel out of its reach alike) while its peers all hear the sharded channels, its notices go
+// on the global channel, which every gateway hears, instead of being retried on the sharded one: a
+// long-poll on a peer answers an append through it within wakeBound.
+func TestAppendWakeShardedPublishFails(t *testing.T) {
+	ctx := testCtx(t, 90*time.Second)
+	be := backend{name: "cluster", addrs: cluster.Addrs(), cluster: true}
+	user := fmt.Sprintf("nospublish-%d", time.Now().UnixNano())
+	nopermSum := func() (n int64) {
+		for _, addr := range cluster.Addrs() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			txt, err := c.Info(ctx, "errorstats").Result()
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v int64
+			if i := strings.Index(txt, "errorstat_NOPERM:count="); i >= 0 {
+				fmt.Sscanf(txt[i+len("errorstat_NOPERM:count="):], "%d", &v)
+			}
+			n += v
+		}
+		return n
+	}
+	for _, addr := range cluster.Addrs() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		err := c.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-spublish").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
+			c.Close()
+		})
+	}
+	a := startGateway(t, be, gatewayOpts{store: func(o *redisstore.Options) { o.Username, o.Password = user, "pw" }})
+	b := startPeer(t, be, a, 1)
+	mustCreateTopics(t, ctx, newAdmin(t, a), 1, nil, "nopub")
+	prod := dialRaw(t, a.Addr)
+	// A publishes sharded once it has read B's registration: its SPUBLISH is refused from then on.
+	before := nopermSum()
+	deadline := time.Now().Add(15 * time.Second)
+	for nopermSum() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("A did not try SPUBLISH within 15 s")
+		}
+		produceValues(t, prod, "nopub", "probe")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := longPollWoken(t, ctx, b, prod, "nopub"); took > wakeBound {
+		t.Fatalf("the long-poll on B answered %v after the append through A, want within %v", took, wakeBound)
+	}
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,11 +60,13 @@ func (s *Store) PublishShardedAppends(ctx context.Context, from int32, parts []s
 }
 
 // SubscribeShardedAppends is SubscribeAppends for the sharded channels: it calls fn for each partition
-// reported grown on any of them until ctx is done, subscribed each time one of them is subscribed (what
-// was published on it before never comes), and listening once, when every one of them has been. The
+// reported grown on any of them until ctx is done, and subscribed each time one of them is subscribed
+// (what was published on it before never comes). hearing is told whether every channel is subscribed:
+// true once all of them are, false (with the error) when one of them then is lost or, before that, when
+// the first attempt to subscribe one fails; it is called once per change, never concurrently. The
 // callbacks run on goroutines of the store's, one per channel; a panic in one ends the call, which
 // panics with it.
-func (s *Store) SubscribeShardedAppends(ctx context.Context, fn func(topic string, partition int32), subscribed, listening func()) error {
+func (s *Store) SubscribeShardedAppends(ctx context.Context, fn func(topic string, partition int32), subscribed func(), hearing func(all bool, err error)) error {
 	c, ok := s.rdb.(*redis.ClusterClient)
 	if !ok || !s.ShardedAppends() {
 		return errNotCluster
@@ -73,18 +75,10 @@ func (s *Store) SubscribeShardedAppends(ctx context.Context, fn func(topic strin
 	// caller, whose loop recovers it and subscribes again.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		fo   fanOut
-		left atomic.Int32
-	)
+	var fo fanOut
 	defer fo.Wait()
-	left.Store(AppendShards)
+	st := shardsState{hearing: hearing}
 	for i := range AppendShards {
-		first := sync.OnceFunc(func() {
-			if left.Add(-1) == 0 {
-				listening()
-			}
-		})
 		fo.Go(func() {
 			defer func() {
 				if p := recover(); p != nil {
@@ -94,13 +88,44 @@ func (s *Store) SubscribeShardedAppends(ctx context.Context, fn func(topic strin
 			}()
 			followShard(ctx, c, s.keys.shardedAppends(i), fn, func() {
 				subscribed()
-				first()
-			})
+				st.set(i, true, nil)
+			}, func(err error) { st.set(i, false, err) })
 		})
 	}
 	fo.Wait()
 	return nil
 }
+
+// shardsState follows which sharded channels are subscribed and tells hearing when all of them are, or
+// no longer are.
+type shardsState struct {
+	mu       sync.Mutex
+	hearing  func(all bool, err error)
+	up       [AppendShards]bool
+	reported int // 0: nothing yet; 1: all subscribed; -1: not all
+}
+
+// set records channel i subscribed or not (err: why not).
+func (st *shardsState) set(i int, up bool, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.up[i] = up
+	all := !slices.Contains(st.up[:], false)
+	switch {
+	case all && st.reported != 1:
+		st.reported = 1
+		st.hearing(true, nil)
+	case !all && st.reported != -1 && (err != nil || st.reported == 1):
+		if err == nil {
+			err = errShardLost
+		}
+		st.reported = -1
+		st.hearing(false, err)
+	}
+}
+
+// errShardLost: the server ended a sharded subscription (the slot left that node: moved, or the node became a replica).
+var errShardLost = errors.New("redisstore: sharded subscription ended by the server (its slot left that node)")
 
 // shardRetryMax bounds the wait before a lost sharded subscription is made again.
 const shardRetryMax = time.Second
@@ -111,7 +136,7 @@ const shardRetryMax = time.Second
 // subscribe again; when the library reconnects by itself to a node that no longer owns the slot, the
 // answer is MOVED, which it does not follow. Either ends the subscription here, and a new one is made
 // after the client's slot map is reloaded.
-func followShard(ctx context.Context, c *redis.ClusterClient, ch string, fn func(string, int32), subscribed func()) {
+func followShard(ctx context.Context, c *redis.ClusterClient, ch string, fn func(string, int32), subscribed func(), down func(error)) {
 	var wait time.Duration
 	for ctx.Err() == nil {
 		ps := c.SSubscribe(ctx, ch)
@@ -120,6 +145,7 @@ func followShard(ctx context.Context, c *redis.ClusterClient, ch string, fn func
 		if ctx.Err() != nil {
 			return
 		}
+		down(err)
 		c.ReloadState(ctx)
 		if made {
 			wait = 0

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ type noticeLog struct {
 	mu         sync.Mutex
 	got        map[string]int // "topic/partition" -> how many times
 	subscribed int
+	hearing    []bool // what hearing was told, in order
+	errs       []error
 	listening  chan struct{}
 }
 
@@ -36,7 +40,15 @@ func subscribeSharded(t *testing.T, s *Store) *noticeLog {
 			l.mu.Lock()
 			l.subscribed++
 			l.mu.Unlock()
-		}, func() { close(l.listening) })
+		}, func(all bool, err error) {
+			l.mu.Lock()
+			l.hearing, l.errs = append(l.hearing, all), append(l.errs, err)
+			first := all && !slices.Contains(l.hearing[:len(l.hearing)-1], true)
+			l.mu.Unlock()
+			if first {
+				close(l.listening)
+			}
+		})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -56,6 +68,13 @@ func (l *noticeLog) count(key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.got[key]
+}
+
+// heard is what hearing was told, in order, with the errors.
+func (l *noticeLog) heard() ([]bool, []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.hearing), slices.Clone(l.errs)
 }
 
 func (l *noticeLog) subscriptions() int {
@@ -187,6 +206,9 @@ func TestShardedAppendsFollowSlot(t *testing.T) {
 		if l.subscriptions() == before {
 			return fmt.Errorf("no new subscription reported")
 		}
+		if heard, errs := l.heard(); len(heard) < 3 || !slices.Equal(heard[:2], []bool{true, false}) || errs[1] == nil || !heard[len(heard)-1] {
+			return fmt.Errorf("hearing told %v (%v), want true, false (with an error), ..., true", heard, errs)
+		}
 		return nil
 	})
 	if n := shardSubscribers(t, from, ch); n != 0 {
@@ -244,9 +266,19 @@ func TestShardedAppendsRefusedBacksOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	listening := make(chan struct{}, 1)
+	refused := make(chan error, AppendShards) // what hearing was told with false
 	go func() {
 		defer close(done)
-		_ = s.SubscribeShardedAppends(ctx, func(string, int32) {}, func() {}, func() { listening <- struct{}{} })
+		_ = s.SubscribeShardedAppends(ctx, func(string, int32) {}, func() {}, func(all bool, err error) {
+			if all {
+				listening <- struct{}{}
+			} else {
+				select {
+				case refused <- err:
+				default: // more reports than channels: the check below fails on the second
+				}
+			}
+		})
 	}()
 	defer func() { cancel(); <-done }()
 	checkFor(t, 5*time.Second, func() error {
@@ -262,6 +294,19 @@ func TestShardedAppendsRefusedBacksOff(t *testing.T) {
 	select {
 	case <-listening:
 		t.Fatal("listening reported with SSUBSCRIBE refused")
+	default:
+	}
+	select {
+	case err := <-refused:
+		if !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Fatalf("hearing told false with %v, want the NOPERM refusal", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("hearing not told false with SSUBSCRIBE refused")
+	}
+	select {
+	case err := <-refused:
+		t.Fatalf("hearing told false again (%v) with nothing subscribed in between", err)
 	default:
 	}
 }
@@ -319,6 +364,12 @@ func TestShardedAppendsFollowFailover(t *testing.T) {
 	if l.subscriptions() == before {
 		t.Fatal("a notice arrived without a new subscription")
 	}
+	checkFor(t, 5*time.Second, func() error {
+		if heard, _ := l.heard(); len(heard) < 3 || !slices.Equal(heard[:2], []bool{true, false}) || !heard[len(heard)-1] {
+			return fmt.Errorf("hearing told %v, want true, false, ..., true", heard)
+		}
+		return nil
+	})
 }
 
 // TestShardedAppendsPanicReachesCaller: a panic in a callback, which runs on a goroutine of the
@@ -337,7 +388,11 @@ func TestShardedAppendsPanicReachesCaller(t *testing.T) {
 			if topic == "boom" {
 				panic("boom in a notice callback")
 			}
-		}, func() {}, func() { close(listening) })
+		}, func() {}, func(all bool, _ error) {
+			if all {
+				close(listening)
+			}
+		})
 	}()
 	select {
 	case <-listening:
@@ -354,5 +409,182 @@ func TestShardedAppendsPanicReachesCaller(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("SubscribeShardedAppends went on after a callback panicked")
+	}
+}
+
+// shardGoroutines counts the goroutines running the sharded subscription code (or go-redis's PubSub).
+func shardGoroutines() (n int, dump string) {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "redisstore.followShard") || strings.Contains(g, "redisstore.receiveShard") ||
+			strings.Contains(g, "redisstore.(*Store).SubscribeShardedAppends") || strings.Contains(g, "redis.(*PubSub)") {
+			n++
+			dump += g + "\n\n"
+		}
+	}
+	return n, dump
+}
+
+// TestShardedAppendsStopLeavesNothing: once its context ends, SubscribeShardedAppends returns promptly,
+// also while its channels are being subscribed again (their connections killed), and leaves no
+// goroutine behind, nor a subscription on the servers.
+func TestShardedAppendsStopLeavesNothing(t *testing.T) {
+	s := openStore(t, backendOptions(t, "cluster"))
+	if n, dump := shardGoroutines(); n != 0 {
+		t.Fatalf("%d sharded subscription goroutines before the test:\n%s", n, dump)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	var mu sync.Mutex
+	var heard []bool
+	go func() {
+		done <- s.SubscribeShardedAppends(ctx, func(string, int32) {}, func() {}, func(all bool, _ error) {
+			mu.Lock()
+			heard = append(heard, all)
+			mu.Unlock()
+		})
+	}()
+	heardNow := func() []bool { mu.Lock(); defer mu.Unlock(); return slices.Clone(heard) }
+	var reports int
+	checkFor(t, 10*time.Second, func() error {
+		h := heardNow()
+		if reports = len(h); reports == 0 || !h[reports-1] {
+			return fmt.Errorf("hearing told %v, want true", h)
+		}
+		return nil
+	})
+	if n, _ := shardGoroutines(); n < AppendShards {
+		t.Fatalf("%d sharded subscription goroutines while subscribed, want at least %d (the count sees them)", n, AppendShards)
+	}
+	for _, addr := range cluster.Addrs() {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		err := c.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if h := heardNow(); !slices.Contains(h[reports:], false) {
+			return fmt.Errorf("hearing told %v, want false after the connections were killed", h)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SubscribeShardedAppends did not return within 5 s of its context's end")
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n, dump := shardGoroutines(); n != 0 {
+			return fmt.Errorf("%d sharded subscription goroutines after the call returned:\n%s", n, dump)
+		}
+		return nil
+	})
+	checkFor(t, 5*time.Second, func() error {
+		for i := range AppendShards {
+			ch := s.ShardedAppendChannel(i)
+			for _, addr := range cluster.Addrs() {
+				if n := shardSubscribers(t, addr, ch); n != 0 {
+					return fmt.Errorf("PUBSUB SHARDNUMSUB %s on %s: %d after the call returned", ch, addr, n)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestShardedAppendsNodePaused: a master that stops answering without closing its connections (paused)
+// is noticed by the ping of a quiet subscription: hearing is told false within two quiet periods and a
+// command timeout, true again once the master answers, and the call returns within a command timeout of
+// its context's end while the master is paused.
+func TestShardedAppendsNodePaused(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	rc, err := redistest.StartCluster(ctx, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Stop)
+	const cmdTimeout = time.Second
+	sub := openStore(t, Options{Addrs: rc.Addrs(), Cluster: true, CommandTimeout: cmdTimeout, DialTimeout: 500 * time.Millisecond})
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	var mu sync.Mutex
+	var heard []bool
+	go func() {
+		done <- sub.SubscribeShardedAppends(sctx, func(string, int32) {}, func() {}, func(all bool, _ error) {
+			mu.Lock()
+			heard = append(heard, all)
+			mu.Unlock()
+		})
+	}()
+	heardNow := func() []bool { mu.Lock(); defer mu.Unlock(); return slices.Clone(heard) }
+	// awaitHeard waits until hearing's last report is want.
+	awaitHeard := func(want bool, within time.Duration) {
+		t.Helper()
+		checkFor(t, within, func() error {
+			if h := heardNow(); len(h) == 0 || h[len(h)-1] != want {
+				return fmt.Errorf("hearing told %v, want %v last", h, want)
+			}
+			return nil
+		})
+	}
+	awaitHeard(true, 10*time.Second)
+
+	ch := sub.ShardedAppendChannel(0)
+	master, err := sub.Client().(*redis.ClusterClient).MasterForKey(ctx, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused *redistest.Server
+	for _, m := range rc.Masters {
+		if m.Addr == master.Options().Addr {
+			paused = m
+		}
+	}
+	if err := paused.Pause(); err != nil {
+		t.Skip("cannot pause a server here:", err)
+	}
+	pausedAt := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = paused.Resume()
+		}
+	}
+	defer resume()
+	awaitHeard(false, 2*shardQuiet+cmdTimeout+5*time.Second)
+	t.Logf("loss of the paused master reported after %v", time.Since(pausedAt))
+	resume()
+	awaitHeard(true, 20*time.Second)
+
+	// Stopped while that master is paused again: the call returns within about a command timeout.
+	if err := paused.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = false
+	awaitHeard(false, 2*shardQuiet+cmdTimeout+5*time.Second)
+	stopAt := time.Now()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("returned %v after its context ended, a master paused", time.Since(stopAt))
+	case <-time.After(cmdTimeout + 3*time.Second):
+		t.Fatalf("SubscribeShardedAppends did not return within %v of its context's end", cmdTimeout+3*time.Second)
 	}
 }
