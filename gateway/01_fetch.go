@@ -203,6 +203,9 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		if waiter == nil || failed || rd.bytes >= int(minBytes) {
 			break
 		}
+		if fetchWaits != nil {
+			fetchWaits(keys)
+		}
 		select {
 		case <-waiter.ch:
 			continue
@@ -392,6 +395,9 @@ func (c *conn) encodeFetch(parts []fetchPart, results []redisstore.ReadResult) {
 	}
 	c.outBufs = bufs
 }
+
+// fetchWaits, when set (tests), is called each time a fetch of keys begins waiting for an append.
+var fetchWaits func(keys []partKey)
 
 // maxShortRereads bounds the reads a fetch below min_bytes makes at once because a read's entry count,
 // not its byte limits, held it back (fetchRead.short): the second is sized by what the first found.

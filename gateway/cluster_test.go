@@ -316,6 +316,14 @@ func TestResubscribeWakesLongPolls(t *testing.T) {
 	waitFor(t, 10*time.Second, "the gateway's subscription", func() bool { return subscribers() > 0 })
 	req := fetchRequest("resub", 0, 0, 1<<20, 1<<20)
 	req.MaxWaitMillis = 10_000
+	waiting := make(chan struct{})
+	var once sync.Once
+	fetchWaits = func(keys []partKey) {
+		if len(keys) == 1 && keys[0].topic == "resub" {
+			once.Do(func() { close(waiting) })
+		}
+	}
+	t.Cleanup(func() { fetchWaits = nil })
 	answered := make(chan int, 1)
 	start := time.Now()
 	go func() {
@@ -326,7 +334,11 @@ func TestResubscribeWakesLongPolls(t *testing.T) {
 		}
 		answered <- len(resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches)
 	}()
-	time.Sleep(200 * time.Millisecond) // the fetch waits
+	select { // the fetch has read nothing and waits
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fetch never began waiting")
+	}
 	// Records appended elsewhere, their wake-up lost with the subscription.
 	appendValues(t, ctx, store, "resub", 0, 3, 10)
 	if err := store.Client().Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
