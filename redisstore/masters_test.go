@@ -137,10 +137,10 @@ func TestReadsAcrossMastersRoundTrips(t *testing.T) {
 
 // TestReadsOfLiveMastersWhileOneIsDown: on a Redis Cluster of 3 masters (cluster-require-full-coverage
 // no) with one of them paused (it takes connections and answers nothing, as a master cut off), the
-// reads that span partitions answer the partitions of the live masters, masterLag after their answer
-// (the first; those after at once), not after the command timeout, and fail those of the paused one
-// alone, retriably. A pipeline across masters gave every command of it the deadline's error: nothing
-// was answered.
+// calls that span partitions (the reads, a commit moving the streams' consumer groups) answer the
+// partitions of the live masters, masterLag after their answer (the first; those after at once), not
+// after the command timeout, and fail those of the paused one alone, retriably. A pipeline across
+// masters gave every command of it the deadline's error: nothing was answered.
 func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 	if standalone == nil {
 		t.Skip("KGATE_SKIP_REDIS=1")
@@ -175,10 +175,28 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 	if mastersOf(t, s, "outage", all) != 3 {
 		t.Skip("the 6 partitions are not on every master")
 	}
+	// The master to pause: not that of the groups set and of the group's offsets (a commit fails
+	// whole without them), holding some of the partitions (each holds some).
 	cc := s.Client().(*redis.ClusterClient)
-	victim, err := cc.MasterForKey(ctx, s.keys.meta("outage", 0))
-	if err != nil {
-		t.Fatal(err)
+	masterOf := func(key string) *redis.Client {
+		t.Helper()
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var group string
+	for n := 0; group == ""; n++ {
+		if g := "g" + strconv.Itoa(n); masterOf(s.keys.offsets(g)) == masterOf(s.keys.groups()) {
+			group = g
+		}
+	}
+	var victim *redis.Client
+	for _, p := range all {
+		if m := masterOf(s.keys.meta("outage", p)); m != masterOf(s.keys.groups()) {
+			victim = m
+		}
 	}
 	down := map[int32]bool{}
 	for _, p := range all {
@@ -250,6 +268,14 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 			}
 			return nil
 		})
+
+		start = time.Now()
+		var commits []OffsetCommit
+		for _, p := range all {
+			commits = append(commits, OffsetCommit{Topic: "outage", Partition: p, Offset: 2})
+		}
+		errs = s.CommitOffsets(ctx, group, "", commits, time.Now())
+		check("CommitOffsets", errs, time.Since(start), func(int) error { return nil })
 
 		start = time.Now()
 		trimmed := s.DeleteRecordsOf(ctx, "outage", trims)
