@@ -88,10 +88,15 @@ func startOutageCluster(t *testing.T, ctx context.Context) *outageCluster {
 	return oc
 }
 
-// pauseVictim stops the victim master (SIGSTOP: it accepts connections and answers nothing, as a
-// master cut off by the network) until the test ends or resume is called.
-func (oc *outageCluster) pauseVictim(t *testing.T) (resume func()) {
+// stopVictim stops the victim master: paused (SIGSTOP: it takes connections and answers nothing, as a
+// master cut off by the network) until the test ends or resume is called, or else killed (connections
+// refused; resume is nil).
+func (oc *outageCluster) stopVictim(t *testing.T, paused bool) (resume func()) {
 	t.Helper()
+	if !paused {
+		oc.victim.Kill()
+		return nil
+	}
 	if err := oc.victim.Pause(); err != nil {
 		t.Skipf("cannot pause a redis-server here: %v", err)
 	}
@@ -100,14 +105,20 @@ func (oc *outageCluster) pauseVictim(t *testing.T) (resume func()) {
 	return resume
 }
 
-// TestConsumeThroughMasterDown: on a Redis Cluster with one master down (paused; the cluster keeps
-// serving the others' slots), a consumer of a topic with partitions on every master keeps getting the
+// TestConsumeThroughMasterDown: on a Redis Cluster with one master down (paused, or killed; the
+// cluster keeps serving the others' slots), a consumer of a topic with partitions on every master keeps getting the
 // records of the partitions the live masters hold, those produced before the master went down and
 // those produced after, and ListOffsets answers for them; only the down master's partitions answer a
 // retriable error. A fetch, or a ListOffsets, reads every partition in one pipeline, and the cluster
 // client, its retries for the down master out of time, gave every command of it the deadline's error:
 // no partition was served while the master stayed down, each request after a command timeout.
 func TestConsumeThroughMasterDown(t *testing.T) {
+	for _, paused := range []bool{true, false} {
+		t.Run(map[bool]string{true: "paused", false: "killed"}[paused], func(t *testing.T) { consumeThroughMasterDown(t, paused) })
+	}
+}
+
+func consumeThroughMasterDown(t *testing.T, paused bool) {
 	ctx := testCtx(t, 180*time.Second)
 	oc := startOutageCluster(t, ctx)
 	const commandTimeout = 5 * time.Second // the default
@@ -141,7 +152,7 @@ func TestConsumeThroughMasterDown(t *testing.T) {
 		}
 		return newClient(t, g, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{oc.topic: offs}), kgo.FetchMaxWait(time.Second))
 	}
-	var paused time.Time
+	var stopped time.Time
 	// await polls cons until every partition of want has given it a record of value, within d.
 	await := func(cons *kgo.Client, value string, want []int32, d time.Duration) {
 		t.Helper()
@@ -160,7 +171,7 @@ func TestConsumeThroughMasterDown(t *testing.T) {
 		for len(missing()) > 0 {
 			fs := cons.PollFetches(pctx)
 			if pctx.Err() != nil {
-				t.Fatalf("partitions %v had no record %q within %v (%v down for %v)", missing(), value, d, oc.victim.Addr, time.Since(paused).Round(time.Millisecond))
+				t.Fatalf("partitions %v had no record %q within %v (%v down for %v)", missing(), value, d, oc.victim.Addr, time.Since(stopped).Round(time.Millisecond))
 			}
 			fs.EachRecord(func(r *kgo.Record) {
 				if string(r.Value) == value {
@@ -172,13 +183,13 @@ func TestConsumeThroughMasterDown(t *testing.T) {
 	tailing := fromStart()
 	await(tailing, "before", all, 20*time.Second)
 
-	resume := oc.pauseVictim(t)
-	paused = time.Now()
+	resume := oc.stopVictim(t, paused)
+	stopped = time.Now()
 	// Within a command timeout: a fetch must not wait out the down master's timeout for the live
 	// masters' answer. The tailing consumer's fetches name the down master's partitions.
 	produce(live, "after")
 	await(tailing, "after", live, commandTimeout-time.Second)
-	t.Logf("records produced after the outage: fetched %v after the pause", time.Since(paused).Round(time.Millisecond))
+	t.Logf("records produced after the outage: fetched %v after it began", time.Since(stopped).Round(time.Millisecond))
 	// A consumer starting now: ListOffsets, then fetches.
 	late := fromStart()
 	start := time.Now()
@@ -205,6 +216,9 @@ func TestConsumeThroughMasterDown(t *testing.T) {
 		}
 	}
 
+	if resume == nil {
+		return
+	}
 	// The master back, its partitions are served again.
 	resume()
 	var down []int32

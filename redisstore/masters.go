@@ -25,8 +25,8 @@ import (
 // every fetch. A live master answers a read within milliseconds of the others; one a second behind is
 // not serving. A master left behind so is not waited for at all by the calls after (once the others
 // have answered) until one of its shares answers (Store.behind): a consumer whose every fetch names one
-// of its partitions would otherwise wait masterLag at each. Tests lower it.
-var masterLag = time.Second
+// of its partitions would otherwise wait masterLag at each.
+const masterLag = time.Second
 
 // errMasterLagging answers the partitions of a master that had not answered masterLag after another
 // master did: a Redis failure (IsUnavailable), retriable, a timeout.
