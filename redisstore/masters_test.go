@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -288,5 +290,66 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// A panic on a master's share of a call reaches the caller while it waits for that share (a
+// connection recovers it, and closes); once the caller no longer waits (the master left behind), it
+// goes to the panic observer ("store_read"), and the call has answered that master's partitions with a
+// retriable error.
+func TestPanicOnMasterShare(t *testing.T) {
+	s := openStore(t, backendOptions(t, "cluster"))
+	all := []int32{0, 1, 2, 3, 4, 5}
+	mustCreateTopic(t, s, "share-panics", 6)
+	if mastersOf(t, s, "share-panics", all) < 2 {
+		t.Skip("the 6 partitions are on one master")
+	}
+	var reqs []ReadRequest
+	for _, p := range all {
+		reqs = append(reqs, ReadRequest{Topic: "share-panics", Partition: p, Count: 10})
+	}
+	target := s.keys.meta("share-panics", 0)
+	var mode atomic.Int32 // 1: panic at once; 2: wait for release, then panic
+	release := make(chan struct{})
+	s.Client().AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		for _, c := range cmds {
+			if key, ok := c.Args()[min(1, len(c.Args())-1)].(string); ok && key == target {
+				switch mode.Load() {
+				case 1:
+					panic("a panic in a master's share")
+				case 2:
+					<-release
+					panic("a panic in a share left behind")
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}))
+	observed := make(chan string, 1)
+	s.ObservePanics(func(where string, p any, _ []byte) { observed <- where + ": " + fmt.Sprint(p) })
+
+	mode.Store(1)
+	func() {
+		defer func() {
+			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "a panic in a master's share") {
+				t.Errorf("Read: recovered %v", p)
+			}
+		}()
+		s.Read(t.Context(), reqs)
+	}()
+
+	mode.Store(2)
+	res := s.Read(t.Context(), reqs)
+	if !errors.Is(res[0].Err, errMasterLagging) {
+		t.Errorf("partition 0, its share held up: %v; want errMasterLagging", res[0].Err)
+	}
+	close(release)
+	select {
+	case got := <-observed:
+		if got != "store_read: a panic in a share left behind" {
+			t.Errorf("observed %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the panic of a share left behind was not observed")
 	}
 }
