@@ -24,6 +24,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -434,7 +435,7 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 		ra := c.ahead
 		order := ra.order(reqs, ids)
 		c.speculate(ra, order, parts, maxBytes, ids, 1) // the next fetch's read, wanted soonest
-		if results = c.takeReadAhead(ctx, order); results != nil && results[0].Err == nil {
+		if results = c.takeReadAhead(ctx, order); results != nil && slices.ContainsFunc(results, readOK) {
 			c.freshOffsets(ctx, reqs, results)
 			if len(c.specs) > 0 {
 				// The reads further ahead wait for the offsets' round trip, which would otherwise
@@ -504,6 +505,9 @@ func (c *conn) readFetch(ctx context.Context, parts []fetchPart, maxBytes int32,
 	c.g.tail.watch(atEnd)
 	return rd
 }
+
+// readOK says a read found its partition (records or not), without error.
+func readOK(r redisstore.ReadResult) bool { return r.Err == nil }
 
 // ownAppends answers a read from the tail cache alone, offsets included, when every partition's newest
 // cached append was committed after the fetch arrived: it began after the fetch arrived (a ticket

@@ -19,6 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/redisstore"
 )
 
 func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
@@ -29,14 +31,17 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		topic, terr := g.topics.get(ctx, rt.Topic)
-		// The topic's earliest and latest lookups are one Redis round trip, not one per partition (a
-		// lag tool asks for every partition of every topic). A topic deleted through another gateway,
-		// while this one's view still lists it, is unknown rather than empty: that round trip, and
-		// each timestamp lookup's own, check that its partitions still exist.
+		// The topic's earliest and latest lookups are one Redis round trip (one per master of a Redis
+		// Cluster), not one per partition (a lag tool asks for every partition of every topic). A
+		// topic deleted through another gateway, while this one's view still lists it, is unknown
+		// rather than empty: that round trip, and each timestamp lookup's own, check that its
+		// partitions still exist. On a Redis Cluster a master down fails its own partitions alone.
 		var (
 			ends  []int32
 			slots []int
 			asked []int64 // each one's timestamp
+			times []redisstore.TimeLookup
+			tslot []int
 		)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
@@ -56,20 +61,26 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 				slots = append(slots, len(st.Partitions))
 				asked = append(asked, rp.Timestamp)
 			default:
-				sp.ErrorCode = g.listOffset(ctx, rt.Topic, rp.Partition, rp.Timestamp, rp.Partition < topic.PartitionMeta, &sp)
+				times = append(times, redisstore.TimeLookup{Partition: rp.Partition, Timestamp: rp.Timestamp, Known: rp.Partition < topic.PartitionMeta})
+				tslot = append(tslot, len(st.Partitions))
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
+		if len(times) > 0 {
+			for j, a := range g.store.LookUpTimes(ctx, rt.Topic, times) {
+				sp := &st.Partitions[tslot[j]]
+				if sp.ErrorCode = errCode(a.Err); a.Err == nil && a.Found {
+					sp.Offset, sp.Timestamp = a.Offset, a.Timestamp
+				}
+			}
+		}
 		if len(ends) > 0 {
-			offs, gone, err := g.store.KnownPartitionOffsets(ctx, rt.Topic, ends, topic.PartitionMeta)
+			offs, errs := g.store.KnownPartitionOffsets(ctx, rt.Topic, ends, topic.PartitionMeta)
 			for j, i := range slots {
 				sp := &st.Partitions[i]
 				switch lookup := asked[j]; {
-				case err != nil:
-					sp.ErrorCode = errCode(err)
-					sp.Offset, sp.Timestamp = -1, -1
-				case gone[j]:
-					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				case errs[j] != nil:
+					sp.ErrorCode = errCode(errs[j]) // UNKNOWN_TOPIC_OR_PARTITION when its topic is gone
 					sp.Offset, sp.Timestamp = -1, -1
 				case lookup == -1:
 					sp.Offset = offs[j].End
@@ -115,35 +126,4 @@ func repeatedListOffsetsPartitions(req *kmsg.ListOffsetsRequest) map[partKey]boo
 		}
 	}
 	return repeated
-}
-
-// listOffset looks up timestamp ts (-3: the maximum) in partition p of topic; known says the partition
-// has a meta hash (Topic.PartitionMeta), so that one found without it is unknown.
-func (g *Gateway) listOffset(ctx context.Context, topic string, p int32, ts int64, known bool, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
-	maxTimestamp, offsetForTime := g.store.MaxTimestamp, g.store.OffsetForTime
-	if known {
-		maxTimestamp, offsetForTime = g.store.KnownMaxTimestamp, g.store.KnownOffsetForTime
-	}
-	switch ts {
-	case -3:
-		off, rts, found, err := maxTimestamp(ctx, topic, p)
-		if err != nil {
-			return errCode(err)
-		}
-		if found {
-			sp.Offset, sp.Timestamp = off, rts
-		}
-	default:
-		if ts < 0 {
-			return kerr.InvalidRequest.Code
-		}
-		off, rts, found, err := offsetForTime(ctx, topic, p, ts)
-		if err != nil {
-			return errCode(err)
-		}
-		if found {
-			sp.Offset, sp.Timestamp = off, rts
-		}
-	}
-	return 0
 }

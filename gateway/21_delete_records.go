@@ -7,9 +7,9 @@ package gateway
 // request below the current log start offset changes nothing and answers the current one. A topic
 // deleted through another gateway while this one's topic view still lists it answers
 // UNKNOWN_TOPIC_OR_PARTITION (its partitions' meta hashes are gone), as Fetch does. A topic's
-// partitions are trimmed in one round trip (Store.DeleteRecordsOf), the topics one after the other.
-// The request's timeout_ms bounds the whole request: partitions whose trim has not answered by then
-// (stalled Redis) answer NOT_LEADER_OR_FOLLOWER, which admin clients retry (a trim is idempotent).
+// partitions are trimmed in one round trip (one per master of a Redis Cluster, each master's at once
+// with the others': a master down fails its own partitions alone). The request's timeout_ms bounds the
+// whole request: with Redis stalled a partition would otherwise wait out a command timeout.
 
 import (
 	"context"
@@ -25,13 +25,14 @@ func (c *conn) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest
 	resp := kmsg.NewPtrDeleteRecordsResponse()
 	ctx, cancel := requestDeadline(ctx, req.TimeoutMillis)
 	defer cancel()
-	var trims []redisstore.Trim
-	var at []int // the index in st.Partitions of each trim's answer
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		topic, terr := g.topics.get(ctx, rt.Topic)
-		trims, at = trims[:0], at[:0]
+		var (
+			trims []redisstore.Trim
+			slots []int
+		)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
@@ -43,21 +44,19 @@ func (c *conn) deleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest
 			case rp.Offset < -1:
 				sp.ErrorCode = kerr.OffsetOutOfRange.Code
 			default:
-				// Known: a topic deleted through another gateway, still in this one's view, is unknown,
-				// not an empty partition.
+				// A topic deleted through another gateway, still in this one's view, is unknown, not
+				// an empty partition (Known).
 				trims = append(trims, redisstore.Trim{Partition: rp.Partition, Before: rp.Offset, Known: rp.Partition < topic.PartitionMeta})
-				at = append(at, len(st.Partitions))
+				slots = append(slots, len(st.Partitions))
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		if len(trims) > 0 {
-			for i, r := range g.store.DeleteRecordsOf(ctx, rt.Topic, trims) {
-				sp := &st.Partitions[at[i]]
-				if r.Err != nil {
-					sp.ErrorCode = errCode(r.Err)
-					continue
+			for j, r := range g.store.DeleteRecordsOf(ctx, rt.Topic, trims) {
+				sp := &st.Partitions[slots[j]]
+				if sp.ErrorCode = errCode(r.Err); r.Err == nil {
+					sp.LowWatermark = r.Start
 				}
-				sp.LowWatermark = r.Start
 			}
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -1746,3 +1746,98 @@ func TestReadAheadKeepsOnePartitionsError(t *testing.T) {
 		t.Fatal("deleted topic answered without an error")
 	}
 }
+
+// TestReadAheadFailureOfOneMaster: on a Redis Cluster (cluster-require-full-coverage no), a
+// read-ahead whose read of one partition failed, its master down, answers the fetch that takes it
+// with that partition's retriable error and the other partitions' records. It answered every
+// partition with the error, those of live masters too.
+func TestReadAheadFailureOfOneMaster(t *testing.T) {
+	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cluster, err := redistest.StartCluster(ctx, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	for _, m := range cluster.Masters {
+		c := redis.NewClient(&redis.Options{Addr: m.Addr})
+		err := c.ConfigSet(ctx, "cluster-require-full-coverage", "no").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: cluster.Addrs(), Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	g := New(Config{}, store, zerolog.Nop())
+	cc := store.Client().(*redis.ClusterClient)
+	masterOf := func(key string) string {
+		t.Helper()
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Options().Addr
+	}
+	// Partition 0 on a live master, partition 1 on the one to pause, which holds no registry.
+	registry := masterOf(store.Namespace() + ":topics")
+	var name string
+	for n := 0; name == ""; n++ {
+		cand := "ra" + strconv.Itoa(n)
+		m0, m1 := masterOf(store.StreamKey(cand, 0)), masterOf(store.StreamKey(cand, 1))
+		if m0 != m1 && m1 != registry {
+			name = cand
+		}
+	}
+	createTopic(t, store, name, 2)
+	t.Cleanup(func() { forgetSizing(name) })
+	for p := range int32(2) {
+		appendValues(t, ctx, store, name, p, 10, 100)
+	}
+	topic, err := g.topics.get(ctx, name) // the view the fetch reads, before the pause
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cluster.Masters {
+		if m.Addr == masterOf(store.StreamKey(name, 1)) {
+			if err := m.Pause(); err != nil {
+				t.Skipf("cannot pause a redis-server here: %v", err)
+			}
+			t.Cleanup(func() { _ = m.Resume() })
+		}
+	}
+
+	c := fetchConn(t, g)
+	reqs := []redisstore.ReadRequest{
+		{Topic: name, Partition: 0, Offset: 0, Count: 10, KnownPartition: true},
+		{Topic: name, Partition: 1, Offset: 0, Count: 10, KnownPartition: true},
+	}
+	c.ahead = c.newReadAhead(reqs, [][16]byte{topic.ID, topic.ID})
+	<-c.ahead.done
+	if res := c.ahead.res; res[0].Err != nil || res[1].Err == nil {
+		t.Fatalf("the read-ahead's read: partition 0 (live) %v, partition 1 (paused) %v; want only 1 failed", res[0].Err, res[1].Err)
+	}
+	req := fetchRequest(name, 0, 0, 1<<20, 1<<20)
+	fetchAlso(req, 1, 0)
+	resp, err := c.fetch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.releaseOutBufs()
+	if c.ahead != nil {
+		t.Fatal("the fetch did not take the read-ahead")
+	}
+	ps := resp.(*kmsg.FetchResponse).Topics[0].Partitions
+	if got := batchOffsets(t, ps[0].RecordBatches); ps[0].ErrorCode != 0 || len(got) != 10 {
+		t.Errorf("partition 0 (its master up): error %d, %d records; want 10", ps[0].ErrorCode, len(got))
+	}
+	if ps[1].ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("partition 1 (its master paused): error %d; want NOT_LEADER_OR_FOLLOWER", ps[1].ErrorCode)
+	}
+}

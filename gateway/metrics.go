@@ -336,7 +336,7 @@ var (
 	})
 	mPanics = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kgate_panics_recovered_total",
-		Help: "Panics recovered, by what they ended: connection, read_ahead, group, a background loop by name, topic_reload, tail_copy, admin (a request), metrics (a scrape's group series), store_probe, group_claim (a claim of a group made in the background at JoinGroup).",
+		Help: "Panics recovered, by what they ended: connection, read_ahead, group, a background loop by name, topic_reload, tail_copy, admin (a request), metrics (a scrape's group series), store_probe, store_read (a master's share of a store call left behind), group_claim (a claim of a group made in the background at JoinGroup).",
 	}, []string{"where"})
 	descGroupsByState = prometheus.NewDesc("kgate_groups", "Groups coordinated by this gateway, by state.", []string{"node", "state"}, nil)
 	descGroupLag      = prometheus.NewDesc("kgate_group_lag", "Consumer-group lag in records per partition (bounded by metrics.lag_max_series).",

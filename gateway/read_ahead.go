@@ -251,8 +251,8 @@ func (c *conn) newReadAhead(reqs []redisstore.ReadRequest, ids [][16]byte) *read
 // takeReadAhead returns the read-ahead's results in the order of the fetch's requests, order mapping
 // them to the read-ahead's (readAhead.order: nil when it does not read exactly these partitions and
 // offsets), waiting for a read still in flight; otherwise nil. Either way the read-ahead is used up.
-// The results' offsets are those of the read-ahead: the caller replaces them (freshOffsets), unless
-// the results carry the read-ahead's failure (every one of them then does).
+// The results' offsets are those of the read-ahead: the caller replaces them (freshOffsets), but for
+// the results that carry the read-ahead's failure.
 func (c *conn) takeReadAhead(ctx context.Context, order []int) []redisstore.ReadResult {
 	ra := c.ahead
 	if ra == nil {
@@ -307,19 +307,14 @@ func (ra *readAhead) answer(ctx context.Context, order []int) []redisstore.ReadR
 	}
 	out := make([]redisstore.ReadResult, len(order))
 	for i, j := range order {
-		if err := res[j].Err; err != nil {
-			if !redisstore.IsUnavailable(err) {
-				// One partition's own answer (its topic deleted meanwhile): a miss, so the fetch
-				// reads afresh and the other partitions get their records, not this error.
-				return nil
-			}
-			// Redis failed moments ago: the whole fetch answers with the (retriable) error now
-			// rather than wait out a second timeout on a fresh read.
-			for i := range out {
-				out[i] = redisstore.ReadResult{Err: err}
-			}
-			return out
+		if err := res[j].Err; err != nil && !redisstore.IsUnavailable(err) {
+			// One partition's own answer (its topic deleted meanwhile): a miss, so the fetch reads
+			// afresh and the other partitions get their records, not this error.
+			return nil
 		}
+		// A partition whose read failed in Redis moments ago (every one, or on a Redis Cluster those
+		// of a master down) answers its retriable error now rather than wait out a second timeout on
+		// a fresh read; the others answer their records.
 		out[i] = res[j]
 	}
 	return out
@@ -358,17 +353,24 @@ func (ra *readAhead) order(reqs []redisstore.ReadRequest, ids [][16]byte) []int 
 
 // freshOffsets replaces the offsets of read-ahead results with the partitions' current ones (read
 // now, without entries) and keeps only the records inside them, as a fresh read would: a record below
-// a log start offset that moved since is gone.
+// a log start offset that moved since is gone. Results that carry the read-ahead's failure keep it,
+// and are not read again.
 func (c *conn) freshOffsets(ctx context.Context, reqs []redisstore.ReadRequest, res []redisstore.ReadResult) {
-	only := make([]redisstore.ReadRequest, len(reqs))
+	only := make([]redisstore.ReadRequest, 0, len(reqs))
+	at := make([]int, 0, len(reqs))
 	for i, r := range reqs {
-		only[i] = redisstore.ReadRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, KnownPartition: r.KnownPartition}
+		if res[i].Err == nil {
+			only = append(only, redisstore.ReadRequest{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, KnownPartition: r.KnownPartition})
+			at = append(at, i)
+		}
 	}
-	now := c.g.store.Read(ctx, only)
-	for i := range res {
-		r := &res[i]
-		r.Offsets, r.Err = now[i].Offsets, now[i].Err
-		r.Records = r.Offsets.Clip(r.Records, reqs[i].Offset)
+	if len(only) == 0 {
+		return
+	}
+	for k, now := range c.g.store.Read(ctx, only) {
+		r := &res[at[k]]
+		r.Offsets, r.Err = now.Offsets, now.Err
+		r.Records = r.Offsets.Clip(r.Records, reqs[at[k]].Offset)
 	}
 }
 

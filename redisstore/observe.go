@@ -23,7 +23,8 @@ func (s *Store) Observe(fn CommandObserver) {
 }
 
 // PanicObserver is told of a panic the store recovered on a goroutine of its own that no caller waits
-// for (where names it: "store_probe"), with the panic's value and stack; the store carries on as if
+// for (where names it: "store_probe", "store_read": a master's share of a call the caller no longer
+// waits for, acrossMasters), with the panic's value and stack; the store carries on as if
 // the work had failed.
 type PanicObserver func(where string, p any, stack []byte)
 

@@ -75,25 +75,53 @@ func (s *Store) CommitOffsets(ctx context.Context, group, owner string, commits 
 		}
 		return errs
 	}
-	pipe := s.rdb.Pipeline()
 	// The groups index lists the group for ListGroups and for the deletion of a topic's offsets: one
 	// listed lately (not just now, above) is listed again, its set's master perhaps failing over meanwhile
-	// (groupIndexed).
-	var indexed *redis.IntCmd
+	// (groupIndexed). Its SADD is the last item, after the commits' streams; on a Redis Cluster each
+	// master's share goes on its own (perMaster), so a master down fails its own partitions' commits
+	// alone, not every one of them after the command timeout.
+	n := len(commits)
+	items := n
 	if !listedNow {
-		indexed = pipe.SAdd(ctx, s.keys.groups(), group)
+		items++
 	}
-	cmds := make([]*redis.Cmd, len(commits))
-	for i, c := range commits {
-		cmds[i] = commitStreamScript.EvalSha(ctx, pipe, s.commitStreamKeys(c), group, c.Offset)
-	}
-	_, _ = pipe.Exec(ctx)
-	s.scriptsAgain(ctx, cmds, func(again redis.Pipeliner, i int) *redis.Cmd {
-		return commitStreamScript.Eval(ctx, again, s.commitStreamKeys(commits[i]), group, commits[i].Offset)
-	})
+	streamErrs := perMaster(ctx, s, items, func(i int) string {
+		if i == n {
+			return s.keys.groups()
+		}
+		return s.keys.stream(commits[i].Topic, commits[i].Partition)
+	}, func(ctx context.Context, idx []int) []error {
+		pipe := s.rdb.Pipeline()
+		var indexed *redis.IntCmd
+		var at []int // the commits' places in idx
+		var cmds []*redis.Cmd
+		for k, i := range idx {
+			if i == n {
+				indexed = pipe.SAdd(ctx, s.keys.groups(), group)
+				continue
+			}
+			at = append(at, k)
+			cmds = append(cmds, commitStreamScript.EvalSha(ctx, pipe, s.commitStreamKeys(commits[i]), group, commits[i].Offset))
+		}
+		_, _ = pipe.Exec(ctx)
+		s.scriptsAgain(ctx, cmds, func(again redis.Pipeliner, j int) *redis.Cmd {
+			c := commits[idx[at[j]]]
+			return commitStreamScript.Eval(ctx, again, s.commitStreamKeys(c), group, c.Offset)
+		})
+		errs := make([]error, len(idx))
+		for j, k := range at {
+			errs[k] = cmds[j].Err()
+		}
+		for k, i := range idx {
+			if i == n {
+				errs[k] = indexed.Err()
+			}
+		}
+		return errs
+	}, func(err error) bool { return err == nil }, errMasterLagging)
 	var indexErr error
-	if indexed != nil {
-		indexErr = s.groupIndexed(group, indexed.Err())
+	if !listedNow {
+		indexErr = s.groupIndexed(group, streamErrs[n])
 	}
 	for i := range commits {
 		switch {
@@ -103,8 +131,8 @@ func (s *Store) CommitOffsets(ctx context.Context, group, owner string, commits 
 			errs[i] = fmt.Errorf("%w: %w", ErrOffsetsStored, indexErr)
 		case notDurable != nil:
 			errs[i] = notDurable
-		case cmds[i].Err() != nil:
-			errs[i] = fmt.Errorf("%w: %w", ErrOffsetsStored, cmds[i].Err())
+		case streamErrs[i] != nil:
+			errs[i] = fmt.Errorf("%w: %w", ErrOffsetsStored, streamErrs[i])
 		}
 	}
 	return errs

@@ -578,56 +578,75 @@ type Offsets struct {
 	Start, End int64
 }
 
-// PartitionOffsets returns the offsets of each partition of topic.
+// PartitionOffsets returns the offsets of each partition of topic, or the first error of
+// EachPartitionOffsets.
 func (s *Store) PartitionOffsets(ctx context.Context, topic string, partitions []int32) ([]Offsets, error) {
-	out, _, err := s.KnownPartitionOffsets(ctx, topic, partitions, 0)
-	return out, err
+	out, errs := s.EachPartitionOffsets(ctx, topic, partitions)
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // EachPartitionOffsets is PartitionOffsets with an error for each partition: a read that failed fails
 // its partition alone (on Redis Cluster, a master down fails the partitions it holds), where
-// PartitionOffsets fails them all. One round trip, as PartitionOffsets; after a failure each
-// partition is read again alone, with a timeout of its own: go-redis's cluster pipeline, its retries
-// for the master down out of time, gives every command of the pipeline the context's error, those
-// other masters answered too.
+// PartitionOffsets fails them all. One round trip per master, as the cluster client's one pipeline.
 func (s *Store) EachPartitionOffsets(ctx context.Context, topic string, partitions []int32) ([]Offsets, []error) {
-	errs := make([]error, len(partitions))
-	offs, err := s.PartitionOffsets(ctx, topic, partitions)
-	if err == nil {
-		return offs, errs
+	return s.KnownPartitionOffsets(ctx, topic, partitions, 0)
+}
+
+// KnownPartitionOffsets is EachPartitionOffsets for a topic whose partitions below known
+// (Topic.PartitionMeta) got their meta hash when they were created: such a partition that has none,
+// its topic deleted since the caller looked it up, answers ErrUnknownPartition (EachPartitionOffsets
+// gives it an empty partition's offsets). On a Redis Cluster each master's partitions are read on
+// their own (acrossMasters), and fail alone.
+func (s *Store) KnownPartitionOffsets(ctx context.Context, topic string, partitions []int32, known int32) ([]Offsets, []error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	type answer struct {
+		offs Offsets
+		err  error
 	}
-	offs = make([]Offsets, len(partitions))
-	for i, p := range partitions {
-		var one []Offsets
-		if one, errs[i] = s.PartitionOffsets(ctx, topic, []int32{p}); errs[i] == nil {
-			offs[i] = one[0]
-		}
+	res := perMaster(ctx, s, len(partitions), func(i int) string { return s.keys.meta(topic, partitions[i]) },
+		func(ctx context.Context, idx []int) []answer {
+			sub := make([]int32, len(idx))
+			for k, i := range idx {
+				sub[k] = partitions[i]
+			}
+			offs, errs := s.partitionOffsets(ctx, topic, sub, known)
+			out := make([]answer, len(idx))
+			for k := range out {
+				out[k] = answer{offs[k], errs[k]}
+			}
+			return out
+		}, func(a answer) bool { return a.err == nil }, answer{err: errMasterLagging})
+	offs, errs := make([]Offsets, len(partitions)), make([]error, len(partitions))
+	for i, a := range res {
+		offs[i], errs[i] = a.offs, a.err
 	}
 	return offs, errs
 }
 
-// KnownPartitionOffsets is PartitionOffsets for a topic whose partitions below known
-// (Topic.PartitionMeta) got their meta hash when they were created: gone[i] says that such a
-// partition has none, its topic deleted since the caller looked it up (PartitionOffsets would give it
-// an empty partition's offsets).
-func (s *Store) KnownPartitionOffsets(ctx context.Context, topic string, partitions []int32, known int32) (offs []Offsets, gone []bool, err error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
+// partitionOffsets is KnownPartitionOffsets of partitions all on one master (or of any, through the
+// cluster client), in one pipeline.
+func (s *Store) partitionOffsets(ctx context.Context, topic string, partitions []int32, known int32) ([]Offsets, []error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(partitions))
 	for i, p := range partitions {
 		cmds[i] = pipe.HMGet(ctx, s.keys.meta(topic, p), "next", "start")
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, nil, err
-	}
-	offs, gone = make([]Offsets, len(partitions)), make([]bool, len(partitions))
+	_, _ = pipe.Exec(ctx)
+	offs, errs := make([]Offsets, len(partitions)), make([]error, len(partitions))
 	for i, c := range cmds {
-		var err error
-		offs[i], err = readOffsets(ReadRequest{KnownPartition: partitions[i] < known}, c.Val())
-		gone[i] = err != nil
+		if err := c.Err(); err != nil && err != redis.Nil {
+			errs[i] = err
+			continue
+		}
+		offs[i], errs[i] = readOffsets(ReadRequest{KnownPartition: partitions[i] < known}, c.Val())
 	}
-	return offs, gone, nil
+	return offs, errs
 }
 
 func parseOffsets(v []any) Offsets {
@@ -737,9 +756,28 @@ func RecycleReads(results []ReadResult) {
 // once: Redis answers them one after the other, but their replies are parsed in parallel, and parsing is
 // most of a read's cost. (Entries deleted natively inside a part but the last make the read return that
 // many fewer entries, never different ones.)
+//
+// On a Redis Cluster each master's partitions are read on their own (acrossMasters): a master that
+// fails, or has not answered masterLag after another did, fails its partitions alone
+// (errMasterLagging, retriable), and the others' records are returned.
 func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	return perMaster(ctx, s, len(reqs), func(i int) string { return s.keys.meta(reqs[i].Topic, reqs[i].Partition) },
+		func(ctx context.Context, idx []int) []ReadResult {
+			if len(idx) == len(reqs) {
+				return s.readShare(ctx, reqs)
+			}
+			sub := make([]ReadRequest, len(idx))
+			for k, i := range idx {
+				sub[k] = reqs[i]
+			}
+			return s.readShare(ctx, sub)
+		}, func(r ReadResult) bool { return r.Err == nil }, ReadResult{Err: errMasterLagging})
+}
+
+// readShare is Read of requests all on one master (or of any, through the cluster client).
+func (s *Store) readShare(ctx context.Context, reqs []ReadRequest) []ReadResult {
 	out := make([]ReadResult, len(reqs))
 	reqs, fetches, cut := s.planBounds(ctx, reqs)
 	for i := range cut {
@@ -1150,7 +1188,7 @@ func knownFlag(known bool) int {
 }
 
 // Trim is a DeleteRecords of one partition: its records below Before (-1: the high watermark) go.
-// Known makes it a DeleteKnownRecords: a partition without a meta hash answers ErrUnknownPartition.
+// Known says the partition has a meta hash (Topic.PartitionMeta): DeleteKnownRecords.
 type Trim struct {
 	Partition int32
 	Before    int64
@@ -1163,12 +1201,26 @@ type TrimResult struct {
 	Err   error
 }
 
-// DeleteRecordsOf is DeleteRecords of each of trims, partitions of topic, in one round trip (and one
-// more for those whose master lacks the script), not one per partition. Results are in the order of
-// trims.
+// DeleteRecordsOf is DeleteRecords of each of trims, partitions of topic, in one round trip per master
+// (and one more for those whose master lacks the script), not one per partition. Results are in the
+// order of trims. On a Redis Cluster each master's partitions are trimmed on their own
+// (acrossMasters), and fail alone.
 func (s *Store) DeleteRecordsOf(ctx context.Context, topic string, trims []Trim) []TrimResult {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	return perMaster(ctx, s, len(trims), func(i int) string { return s.keys.meta(topic, trims[i].Partition) },
+		func(ctx context.Context, idx []int) []TrimResult {
+			sub := make([]Trim, len(idx))
+			for k, i := range idx {
+				sub[k] = trims[i]
+			}
+			return s.deleteRecordsOn(ctx, topic, sub)
+		}, func(r TrimResult) bool { return r.Err == nil }, TrimResult{Err: errMasterLagging})
+}
+
+// deleteRecordsOn is DeleteRecordsOf of trims all on one master (or of any, through the cluster
+// client), in one pipeline.
+func (s *Store) deleteRecordsOn(ctx context.Context, topic string, trims []Trim) []TrimResult {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(trims))
 	for i, tr := range trims {
@@ -1374,6 +1426,46 @@ func (s *Store) maxTimestamp(ctx context.Context, topic string, partition int32,
 		return offset, int64(zs[0].Score), true, nil
 	}
 	return offset, recordTS, found, nil
+}
+
+// TimeLookup is a ListOffsets by time of one partition: Timestamp is a record timestamp
+// (OffsetForTime) or -3 (MaxTimestamp). Known says the partition has a meta hash
+// (Topic.PartitionMeta): KnownOffsetForTime, KnownMaxTimestamp.
+type TimeLookup struct {
+	Partition int32
+	Timestamp int64
+	Known     bool
+}
+
+// TimeAnswer is a TimeLookup's answer: the offset and the record timestamp found (Found), or its error.
+type TimeAnswer struct {
+	Offset, Timestamp int64
+	Found             bool
+	Err               error
+}
+
+// LookUpTimes answers each of lookups, partitions of topic, in their order: each with the round trips
+// and the command timeout of its own OffsetForTime or MaxTimestamp, one after the other, but on a
+// Redis Cluster each master's at once with the others' (acrossMasters): a master that fails, or does
+// not answer, holds up and fails its partitions alone.
+func (s *Store) LookUpTimes(ctx context.Context, topic string, lookups []TimeLookup) []TimeAnswer {
+	one := func(ctx context.Context, l TimeLookup) (a TimeAnswer) {
+		if l.Timestamp == -3 {
+			a.Offset, a.Timestamp, a.Found, a.Err = s.maxTimestamp(ctx, topic, l.Partition, l.Known)
+		} else {
+			a.Offset, a.Timestamp, a.Found, a.Err = s.offsetForTime(ctx, topic, l.Partition, l.Timestamp, l.Known)
+		}
+		return a
+	}
+	share := func(ctx context.Context, idx []int) []TimeAnswer {
+		out := make([]TimeAnswer, len(idx))
+		for k, i := range idx {
+			out[k] = one(ctx, lookups[i])
+		}
+		return out
+	}
+	return perMaster(ctx, s, len(lookups), func(i int) string { return s.keys.meta(topic, lookups[i].Partition) },
+		share, func(a TimeAnswer) bool { return a.Err == nil }, TimeAnswer{Err: errMasterLagging})
 }
 
 // NewProducerID allocates a producer ID unique across every gateway sharing this Redis.

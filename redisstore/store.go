@@ -84,6 +84,12 @@ type Store struct {
 	nIndexed atomic.Int64
 	// bounds caches the bytes index points reads were cut by (bytes_index.go).
 	bounds readBounds
+	// lagging counts the goroutines of acrossMasters, among them those left to a master that did not
+	// answer: Close waits for them once the client is closed, which ends their reads.
+	lagging sync.WaitGroup
+	// behind holds the masters (*redis.Client, a cluster's node clients) whose share of a call was left
+	// unanswered (acrossMasters), until one of their shares answers.
+	behind sync.Map
 }
 
 // Open connects to Redis (or starts the embedded store when opts.Addrs is empty) and checks it answers.
@@ -292,6 +298,7 @@ func (s *Store) Close() error {
 	s.stopProbes()
 	s.probes.Wait()
 	err := s.rdb.Close()
+	s.lagging.Wait()
 	if s.embedded != nil {
 		s.embedded.Close()
 	}
