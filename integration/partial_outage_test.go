@@ -34,13 +34,8 @@ func startOutageCluster(t *testing.T, ctx context.Context) *outageCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.Stop)
-	for _, m := range rc.Masters {
-		c := redis.NewClient(&redis.Options{Addr: m.Addr})
-		err := c.ConfigSet(ctx, "cluster-require-full-coverage", "no").Err()
-		c.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := rc.ServePartial(ctx); err != nil {
+		t.Fatal(err)
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
 	defer cc.Close()

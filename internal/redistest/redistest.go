@@ -293,6 +293,19 @@ func StartCluster(ctx context.Context, masters, replicasPer int) (*Cluster, erro
 	return c, nil
 }
 
+// ServePartial has every master serve its own slots while another master is down
+// (cluster-require-full-coverage no), as a cluster configured for partial outages does.
+func (c *Cluster) ServePartial(ctx context.Context) error {
+	for _, s := range c.Masters {
+		out, err := exec.CommandContext(ctx, "redis-cli", "-h", "127.0.0.1", "-p", strings.Split(s.Addr, ":")[1],
+			"config", "set", "cluster-require-full-coverage", "no").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "OK") {
+			return fmt.Errorf("redistest: full coverage off on %s: %v: %s", s.Addr, err, out)
+		}
+	}
+	return nil
+}
+
 func clusterInfo(addr string) (string, error) {
 	out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", strings.Split(addr, ":")[1], "cluster", "info").CombinedOutput()
 	return string(out), err
