@@ -431,19 +431,10 @@ func TestAppendWakeShardedPublishFails(t *testing.T) {
 	ctx := testCtx(t, 90*time.Second)
 	be := backend{name: "cluster", addrs: cluster.Addrs(), cluster: true}
 	user := fmt.Sprintf("nospublish-%d", time.Now().UnixNano())
-	nopermSum := func() (n int64) {
-		for _, addr := range cluster.Addrs() {
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			txt, err := c.Info(ctx, "errorstats").Result()
-			c.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var v int64
-			if i := strings.Index(txt, "errorstat_NOPERM:count="); i >= 0 {
-				fmt.Sscanf(txt[i+len("errorstat_NOPERM:count="):], "%d", &v)
-			}
-			n += v
+	nopermSum := func() int64 {
+		n, err := redistest.ErrorCount(ctx, cluster.Addrs(), "NOPERM")
+		if err != nil {
+			t.Fatal(err)
 		}
 		return n
 	}

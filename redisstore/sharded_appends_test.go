@@ -231,19 +231,10 @@ func TestShardedAppendsFollowSlot(t *testing.T) {
 func TestShardedAppendsRefusedBacksOff(t *testing.T) {
 	o := backendOptions(t, "cluster")
 	user := testNamespace(t)
-	nopermSum := func() (n int64) {
-		for _, addr := range o.Addrs {
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			txt, err := c.Info(t.Context(), "errorstats").Result()
-			c.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var v int64
-			if i := strings.Index(txt, "errorstat_NOPERM:count="); i >= 0 {
-				fmt.Sscanf(txt[i+len("errorstat_NOPERM:count="):], "%d", &v)
-			}
-			n += v
+	nopermSum := func() int64 {
+		n, err := redistest.ErrorCount(t.Context(), o.Addrs, "NOPERM")
+		if err != nil {
+			t.Fatal(err)
 		}
 		return n
 	}

@@ -306,6 +306,26 @@ func (c *Cluster) ServePartial(ctx context.Context) error {
 	return nil
 }
 
+// ErrorCount is how many error replies of the given prefix (NOPERM, OOM, ...) the servers at addrs have
+// given since they started (INFO errorstats), summed.
+func ErrorCount(ctx context.Context, addrs []string, prefix string) (int64, error) {
+	var n int64
+	for _, addr := range addrs {
+		out, err := exec.CommandContext(ctx, "redis-cli", "-h", "127.0.0.1", "-p", strings.Split(addr, ":")[1],
+			"info", "errorstats").CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("redistest: errorstats of %s: %v: %s", addr, err, out)
+		}
+		key := "errorstat_" + prefix + ":count="
+		if i := strings.Index(string(out), key); i >= 0 {
+			var v int64
+			fmt.Sscanf(string(out[i+len(key):]), "%d", &v)
+			n += v
+		}
+	}
+	return n, nil
+}
+
 func clusterInfo(addr string) (string, error) {
 	out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", strings.Split(addr, ":")[1], "cluster", "info").CombinedOutput()
 	return string(out), err
