@@ -95,6 +95,8 @@ func perMaster[T any](ctx context.Context, s *Store, n int, key func(i int) stri
 // once the others are in; a group still out then is left to finish on its own (its context
 // cancelled: a read blocked on its connection ends at its deadline, or when Close closes the client,
 // which waits for it), its result dropped, its master marked behind until one of its shares answers.
+// The share of a master already behind is not cancelled so, only ended by the call's deadline: it
+// has to dial the master again once it is back, and cancelled it never would.
 // A panic of a group's goroutine is raised again on the caller's, while it waits, and told to the
 // panic observer ("store_read") after.
 func acrossMasters[R any](ctx context.Context, s *Store, groups [][]int, masters []*redis.Client, share func(ctx context.Context, idx []int) R, answered func(R) bool) (res []R, done []bool) {
@@ -116,9 +118,23 @@ func acrossMasters[R any](ctx context.Context, s *Store, groups [][]int, masters
 	behind := make([]bool, len(groups))
 	for j, idx := range groups {
 		_, behind[j] = s.behind.Load(masters[j])
+		// The share of a master behind is the one that can find it back: the caller does not wait
+		// for it, and its context ended with the call would cancel it in its dial (its connections
+		// went with their timed-out reads) every time. It keeps the call's deadline alone (a command
+		// timeout when the call has none).
+		sctx, scancel := ctx, context.CancelFunc(func() {})
+		if behind[j] {
+			sctx = context.WithoutCancel(ctx)
+			if dl, ok := ctx.Deadline(); ok {
+				sctx, scancel = context.WithDeadline(sctx, dl)
+			} else { // LookUpTimes: each lookup's own
+				sctx, scancel = context.WithTimeout(sctx, s.opts.CommandTimeout)
+			}
+		}
 		s.lagging.Add(1)
 		go func() {
 			defer s.lagging.Done()
+			defer scancel()
 			r := reply{j: j}
 			defer func() {
 				p := recover()
@@ -140,7 +156,7 @@ func acrossMasters[R any](ctx context.Context, s *Store, groups [][]int, masters
 					replies <- r // buffered for every group: never blocks
 				}
 			}()
-			r.res = share(ctx, idx)
+			r.res = share(sctx, idx)
 		}()
 	}
 	res, done = make([]R, len(groups)), make([]bool, len(groups))

@@ -348,3 +348,81 @@ func TestPanicOnMasterShare(t *testing.T) {
 		t.Fatal("the panic of a share left behind was not observed")
 	}
 }
+
+// TestMasterBackAfterOutageIsWaitedFor: a master paused for longer than the command timeout is left
+// behind, and its connections go with their timed-out reads; once it answers again, a read across
+// masters answers its partitions within a few calls. A share of a master left behind must dial it
+// again, and the call ended (its context cancelled) as soon as the other masters answered: the dial
+// was cancelled each time, the master stayed behind, its partitions failed for as long as nothing
+// else reached it.
+func TestMasterBackAfterOutageIsWaitedFor(t *testing.T) {
+	if standalone == nil {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	ctx := t.Context()
+	rc, err := redistest.StartCluster(ctx, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Stop)
+	for _, m := range rc.Masters {
+		c := redis.NewClient(&redis.Options{Addr: m.Addr})
+		err := c.ConfigSet(ctx, "cluster-require-full-coverage", "no").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := openStore(t, Options{Addrs: rc.Addrs(), Cluster: true, CommandTimeout: 2 * masterLag})
+	all := []int32{0, 1, 2, 3, 4, 5}
+	mustCreateTopic(t, s, "back", 6)
+	var reqs []ReadRequest
+	for _, p := range all {
+		appendOne(t, s, "back", p, plain("r", 3)...)
+		reqs = append(reqs, ReadRequest{Topic: "back", Partition: p, Count: 10, MaxBytes: 1 << 20, KnownPartition: true})
+	}
+	if mastersOf(t, s, "back", all) != 3 {
+		t.Skip("the 6 partitions are not on every master")
+	}
+	cc := s.Client().(*redis.ClusterClient)
+	victim, err := cc.MasterForKey(ctx, s.keys.meta("back", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var server *redistest.Server
+	for _, m := range rc.Masters {
+		if m.Addr == victim.Options().Addr {
+			server = m
+		}
+	}
+	if err := server.Pause(); err != nil {
+		t.Skipf("cannot pause a redis-server here: %v", err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = server.Resume()
+		}
+	})
+	if r := s.Read(ctx, reqs); !errors.Is(r[0].Err, errMasterLagging) {
+		t.Fatalf("partition 0, its master paused: %v; want errMasterLagging", r[0].Err)
+	}
+	s.lagging.Wait() // the share left to the paused master has timed out, its connection dropped
+	if _, ok := s.behind.Load(victim); !ok {
+		t.Fatal("the paused master is not marked behind")
+	}
+	if err := server.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	// The first read after does not wait for it (it is behind), but its share, left to finish, must
+	// reach it and clear the mark; the read after then answers its partitions.
+	_ = s.Read(ctx, reqs)
+	s.lagging.Wait()
+	if _, ok := s.behind.Load(victim); ok {
+		t.Fatal("the master, answering again, is still marked behind after a read's share to it ended")
+	}
+	if r := s.Read(ctx, reqs); r[0].Err != nil {
+		t.Fatalf("partition 0, its master answering again: %v", r[0].Err)
+	}
+}
