@@ -9,7 +9,8 @@ package gateway
 // UNKNOWN_TOPIC_OR_PARTITION (its partitions' meta hashes are gone), as Fetch does. A topic's
 // partitions are trimmed in one round trip (one per master of a Redis Cluster, each master's at once
 // with the others': a master down fails its own partitions alone). The request's timeout_ms bounds the
-// whole request: with Redis stalled a partition would otherwise wait out a command timeout.
+// whole request: with Redis stalled a partition would otherwise wait out a command timeout; those not
+// trimmed by then answer NOT_LEADER_OR_FOLLOWER, which admin clients retry (a trim is idempotent).
 
 import (
 	"context"
