@@ -359,7 +359,13 @@ func TestProduceRequestsQueuedOnOneConnection(t *testing.T) {
 }
 
 func produceQueued(t *testing.T, b backend, paused bool) {
-	g := startGateway(t, b)
+	var opts []gatewayOpts
+	if paused { // no heartbeat or retention pass: the first append is the only write the pause holds
+		opts = append(opts, gatewayOpts{mutate: func(c *gateway.Config) {
+			c.HeartbeatInterval, c.NodeTimeout, c.RetentionCheckInterval = time.Hour, 2*time.Hour, time.Hour
+		}})
+	}
+	g := startGateway(t, b, opts...)
 	ctx := testCtx(t, 30*time.Second)
 	mustCreateTopics(t, ctx, newAdmin(t, g), 2, nil, "queued")
 	c := dialRaw(t, g.Addr)
@@ -367,7 +373,7 @@ func produceQueued(t *testing.T, b backend, paused bool) {
 	var mon *redisMonitor
 	if paused {
 		mon = startMonitor(t, b.addrs[0])
-		if err := g.Store.Client().Do(ctx, "CLIENT", "PAUSE", 500, "WRITE").Err(); err != nil {
+		if err := g.Store.Client().Do(ctx, "CLIENT", "PAUSE", queuedPause.Milliseconds(), "WRITE").Err(); err != nil {
 			t.Fatalf("CLIENT PAUSE: %v", err)
 		}
 	}
@@ -396,11 +402,19 @@ func produceQueued(t *testing.T, b backend, paused bool) {
 		req(rawBatch(t, pid, 0, 8004, now, "e", "f")),
 	}
 	want := [][]int64{{0}, {8000, 0}, {8002, 1}, {8004}}
-	var gap time.Duration
+	var afterFirst func()
 	if paused {
-		gap = 100 * time.Millisecond // well inside the 500 ms pause
+		paused := time.Now()
+		afterFirst = func() {
+			waitFor(t, queuedPause, "the first request's append to be held by the pause", func() bool {
+				return blockedClients(t, ctx, g.Store.Client()) > 0
+			})
+			if held := time.Since(paused); held > queuedPause/2 {
+				t.Fatalf("the first append held %v into the %v pause: too late to be sure the rest arrive during it", held, queuedPause)
+			}
+		}
 	}
-	for i, resp := range produceAtOnce(c, reqs, gap) {
+	for i, resp := range produceAtOnce(c, reqs, afterFirst) {
 		sps := resp.Topics[0].Partitions
 		if len(sps) != len(want[i]) {
 			t.Fatalf("response %d: %d partitions, want %d", i, len(sps), len(want[i]))
@@ -454,7 +468,7 @@ func TestProduceQueueBounded(t *testing.T) {
 			reqs[i] = produceReq("bounded", 0, -1, rawBatch(t, pid, 0, int32(2*i), time.Now().UnixMilli(), "a", "b"))
 			reqs[i].SetVersion(9)
 		}
-		for i, resp := range produceAtOnce(c, reqs, 0) {
+		for i, resp := range produceAtOnce(c, reqs, nil) {
 			if sp := producePart(t, resp); sp.ErrorCode != 0 || sp.BaseOffset != int64(2*i) {
 				t.Fatalf("response %d: error %d base offset %d, want 0 and %d", i, sp.ErrorCode, sp.BaseOffset, 2*i)
 			}
@@ -462,20 +476,23 @@ func TestProduceQueueBounded(t *testing.T) {
 	})
 }
 
+// queuedPause is how long produceQueued's paused variant holds Redis's writes.
+const queuedPause = 2 * time.Second
+
 // produceAtOnce writes reqs (their versions set) in one write, as a producer with them all in flight
-// does (or, with a gap, the first alone and the rest that long after), and returns their responses,
-// failing c's test unless they come back in request order.
-func produceAtOnce(c *rawConn, reqs []*kmsg.ProduceRequest, gap time.Duration) []*kmsg.ProduceResponse {
+// does (or, with afterFirst, the first alone and the rest once afterFirst returns), and returns their
+// responses, failing c's test unless they come back in request order.
+func produceAtOnce(c *rawConn, reqs []*kmsg.ProduceRequest, afterFirst func()) []*kmsg.ProduceResponse {
 	c.t.Helper()
 	var frames []byte
 	first := c.corr + 1
 	for i, r := range reqs {
 		c.corr++
 		frames = appendRequest(frames, c.corr, r)
-		if i == 0 && gap > 0 {
+		if i == 0 && afterFirst != nil {
 			c.write(frames)
 			frames = nil
-			time.Sleep(gap)
+			afterFirst()
 		}
 	}
 	if len(frames) > 0 {
