@@ -306,14 +306,11 @@ func TestRetentionTrimsPartitionsOfLiveMasters(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cluster, err := redistest.StartCluster(ctx, 3, 0)
+	cluster, err := redistest.StartPartialCluster(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Stop)
-	if err := cluster.ServePartial(ctx); err != nil {
-		t.Fatal(err)
-	}
 	store, err := redisstore.Open(ctx, redisstore.Options{Addrs: cluster.Addrs(), Cluster: true,
 		CommandTimeout: time.Second, DialTimeout: 200 * time.Millisecond})
 	if err != nil {

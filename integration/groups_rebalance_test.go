@@ -24,15 +24,6 @@ import (
 // timeouts, the codes the others and the evicted member get), and a static leader restarting (KIP-345,
 // KIP-814) then removed by its group.instance.id (LeaveGroup v3+).
 
-// rebMember is a franz-go group member whose commits and revocations are counted.
-type rebMember struct {
-	name   string
-	cl     *kgo.Client
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-}
-
 // rebStats counts what the members' commits and revocations did.
 type rebStats struct {
 	mu         sync.Mutex
@@ -82,77 +73,11 @@ func (s *rebStats) check(t *testing.T) {
 	}
 }
 
-// startRebMember starts a poll / process / commit loop like startGrpMember's, with opts added, every
-// commit's outcome counted in st: the poll loop's and the revoke callback's.
-func startRebMember(t *testing.T, g *testGateway, tr *grpTracker, st *rebStats, group, topic, name string, opts ...kgo.Opt) *rebMember {
+// startRebMember starts a group member (startMember) whose commits and revocations are counted in st,
+// heartbeating every 200 ms, with opts added.
+func startRebMember(t *testing.T, g *testGateway, tr *grpTracker, st *rebStats, group, topic, name string, opts ...kgo.Opt) *grpMember {
 	t.Helper()
-	m := &rebMember{name: name, done: make(chan struct{})}
-	base := []kgo.Opt{
-		kgo.SeedBrokers(g.Addr),
-		kgo.ClientID(name),
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(6 * time.Second),
-		kgo.HeartbeatInterval(200 * time.Millisecond),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxWait(200 * time.Millisecond),
-		kgo.RetryTimeout(20 * time.Second),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { tr.assign(name, ps) }),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
-			st.commit(name, cl.CommitUncommittedOffsets(ctx))
-			st.revoke(name, ps)
-			tr.revoke(name, ps)
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-			// Lost, not revoked: the client was told UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION.
-			tr.fail("%s lost partitions %v", name, ps)
-			tr.revoke(name, ps)
-		}),
-	}
-	cl, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatalf("kgo client %s: %v", name, err)
-	}
-	m.cl = cl
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	go func() {
-		defer close(m.done)
-		for {
-			fs := cl.PollFetches(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			fs.EachError(func(tp string, p int32, err error) {
-				if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-					tr.fail("%s: fetch %s/%d: %v", name, tp, p, err)
-				}
-			})
-			recs := fs.Records()
-			tr.consume(name, recs)
-			if len(recs) > 0 {
-				err := cl.CommitRecords(ctx, recs...)
-				if ctx.Err() == nil {
-					st.commit(name, err)
-				}
-			}
-			cl.AllowRebalance()
-		}
-	}()
-	t.Cleanup(m.stop)
-	return m
-}
-
-// stop ends the poll loop and closes the client: it revokes (committing) and leaves the group.
-func (m *rebMember) stop() {
-	m.once.Do(func() {
-		m.cancel()
-		<-m.done
-		m.cl.AllowRebalance()
-		m.cl.Close()
-	})
+	return startMember(t, g, tr, st, group, topic, name, append([]kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond)}, opts...)...)
 }
 
 // TestGroupCooperativeStickyChurn: three franz-go members with the cooperative-sticky balancer join a

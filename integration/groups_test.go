@@ -253,31 +253,46 @@ type grpMember struct {
 
 func startGrpMember(t *testing.T, g *testGateway, tr *grpTracker, group, topic, name string) *grpMember {
 	t.Helper()
+	return startMember(t, g, tr, nil, group, topic, name)
+}
+
+// startMember starts a grpMember with opts added (after the defaults, so they override them). With st,
+// every commit's outcome is counted in st (the poll loop's and the revoke callback's) instead of a
+// failed commit on revoke failing the test and one in the loop being logged.
+func startMember(t *testing.T, g *testGateway, tr *grpTracker, st *rebStats, group, topic, name string, opts ...kgo.Opt) *grpMember {
+	t.Helper()
 	m := &grpMember{name: name, done: make(chan struct{})}
-	cl, err := kgo.NewClient(
+	base := []kgo.Opt{
 		kgo.SeedBrokers(g.Addr),
 		kgo.ClientID(name),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(6*time.Second),
-		kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.SessionTimeout(6 * time.Second),
+		kgo.HeartbeatInterval(500 * time.Millisecond),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.RetryTimeout(20*time.Second),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.RetryTimeout(20 * time.Second),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { tr.assign(name, ps) }),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
-			if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			err := cl.CommitUncommittedOffsets(ctx)
+			switch {
+			case st != nil:
+				st.commit(name, err)
+				st.revoke(name, ps)
+			case err != nil:
 				tr.fail("%s: commit on revoke: %v", name, err)
 			}
 			tr.revoke(name, ps)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			// Lost, not revoked: the client was told UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION.
 			tr.fail("%s lost partitions %v", name, ps)
 			tr.revoke(name, ps)
 		}),
-	)
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("kgo client %s: %v", name, err)
 	}
@@ -299,9 +314,14 @@ func startGrpMember(t *testing.T, g *testGateway, tr *grpTracker, group, topic, 
 			recs := fs.Records()
 			tr.consume(name, recs)
 			if len(recs) > 0 {
-				// A commit racing a rebalance may fail (REBALANCE_IN_PROGRESS): the records are
-				// then consumed again, which is allowed; the resume check reads what was stored.
-				if err := cl.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
+				err := cl.CommitRecords(ctx, recs...)
+				switch {
+				case ctx.Err() != nil:
+				case st != nil:
+					st.commit(name, err)
+				case err != nil:
+					// A commit racing a rebalance may fail (REBALANCE_IN_PROGRESS): the records are
+					// then consumed again, which is allowed; the resume check reads what was stored.
 					t.Logf("%s: commit: %v", name, err)
 				}
 			}

@@ -387,25 +387,14 @@ func TestAppendWakeShardedSubscriptionLost(t *testing.T) {
 	be := backend{name: "cluster", addrs: cluster.Addrs(), cluster: true}
 	a := startGateway(t, be)
 	user := "b-" + a.Namespace
-	acl := func(rules ...any) {
+	acl := func(rules ...string) {
 		t.Helper()
-		for _, addr := range cluster.Addrs() {
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			err := c.Do(ctx, append([]any{"ACL", "SETUSER", user}, rules...)...).Err()
-			c.Close()
-			if err != nil {
-				t.Fatalf("ACL SETUSER %s on %s: %v", user, addr, err)
-			}
+		if err := redistest.SetUser(ctx, cluster.Addrs(), user, rules...); err != nil {
+			t.Fatal(err)
 		}
 	}
 	acl("on", ">pw", "~*", "&*", "+@all")
-	t.Cleanup(func() {
-		for _, addr := range cluster.Addrs() {
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
-			c.Close()
-		}
-	})
+	t.Cleanup(func() { redistest.DeleteUser(cluster.Addrs(), user) })
 	b := startGateway(t, be, gatewayOpts{namespace: a.Namespace,
 		mutate: func(c *gateway.Config) { c.NodeID = 1 },
 		store:  func(o *redisstore.Options) { o.Username, o.Password = user, "pw" }})
@@ -438,18 +427,9 @@ func TestAppendWakeShardedPublishFails(t *testing.T) {
 		}
 		return n
 	}
-	for _, addr := range cluster.Addrs() {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		err := c.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-spublish").Err()
-		c.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
-			c.Close()
-		})
+	t.Cleanup(func() { redistest.DeleteUser(cluster.Addrs(), user) })
+	if err := redistest.SetUser(ctx, cluster.Addrs(), user, "on", ">pw", "~*", "&*", "+@all", "-spublish"); err != nil {
+		t.Fatal(err)
 	}
 	a := startGateway(t, be, gatewayOpts{store: func(o *redisstore.Options) { o.Username, o.Password = user, "pw" }})
 	b := startPeer(t, be, a, 1)

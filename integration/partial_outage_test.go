@@ -29,14 +29,11 @@ type outageCluster struct {
 
 func startOutageCluster(t *testing.T, ctx context.Context) *outageCluster {
 	t.Helper()
-	rc, err := redistest.StartCluster(ctx, 3, 0)
+	rc, err := redistest.StartPartialCluster(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.Stop)
-	if err := rc.ServePartial(ctx); err != nil {
-		t.Fatal(err)
-	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
 	defer cc.Close()
 	masterOf := func(key string) string {

@@ -148,14 +148,11 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 		t.Skip("KGATE_SKIP_REDIS=1")
 	}
 	ctx := t.Context()
-	rc, err := redistest.StartCluster(ctx, 3, 0)
+	rc, err := redistest.StartPartialCluster(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.Stop)
-	if err := rc.ServePartial(ctx); err != nil {
-		t.Fatal(err)
-	}
 	const commandTimeout = 5 * time.Second
 	s := openStore(t, Options{Addrs: rc.Addrs(), Cluster: true, CommandTimeout: commandTimeout})
 	all := []int32{0, 1, 2, 3, 4, 5}
@@ -360,19 +357,11 @@ func TestMasterBackAfterOutageIsWaitedFor(t *testing.T) {
 		t.Skip("KGATE_SKIP_REDIS=1")
 	}
 	ctx := t.Context()
-	rc, err := redistest.StartCluster(ctx, 3, 0)
+	rc, err := redistest.StartPartialCluster(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.Stop)
-	for _, m := range rc.Masters {
-		c := redis.NewClient(&redis.Options{Addr: m.Addr})
-		err := c.ConfigSet(ctx, "cluster-require-full-coverage", "no").Err()
-		c.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	s := openStore(t, Options{Addrs: rc.Addrs(), Cluster: true, CommandTimeout: 2 * masterLag})
 	all := []int32{0, 1, 2, 3, 4, 5}
 	mustCreateTopic(t, s, "back", 6)

@@ -238,18 +238,9 @@ func TestShardedAppendsRefusedBacksOff(t *testing.T) {
 		}
 		return n
 	}
-	for _, addr := range o.Addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		err := c.Do(t.Context(), "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-ssubscribe").Err()
-		c.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			_ = c.Do(context.Background(), "ACL", "DELUSER", user).Err()
-			c.Close()
-		})
+	t.Cleanup(func() { redistest.DeleteUser(o.Addrs, user) })
+	if err := redistest.SetUser(t.Context(), o.Addrs, user, "on", ">pw", "~*", "&*", "+@all", "-ssubscribe"); err != nil {
+		t.Fatal(err)
 	}
 	o.Username, o.Password = user, "pw"
 	s := openStore(t, o)

@@ -293,9 +293,22 @@ func StartCluster(ctx context.Context, masters, replicasPer int) (*Cluster, erro
 	return c, nil
 }
 
-// ServePartial has every master serve its own slots while another master is down
-// (cluster-require-full-coverage no), as a cluster configured for partial outages does.
-func (c *Cluster) ServePartial(ctx context.Context) error {
+// StartPartialCluster is StartCluster of masters without replicas whose every master goes on serving
+// its own slots while another is down (cluster-require-full-coverage no), as a cluster configured for
+// partial outages does.
+func StartPartialCluster(ctx context.Context, masters int) (*Cluster, error) {
+	c, err := StartCluster(ctx, masters, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.servePartial(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) servePartial(ctx context.Context) error {
 	for _, s := range c.Masters {
 		out, err := exec.CommandContext(ctx, "redis-cli", "-h", "127.0.0.1", "-p", strings.Split(s.Addr, ":")[1],
 			"config", "set", "cluster-require-full-coverage", "no").CombinedOutput()
@@ -324,6 +337,26 @@ func ErrorCount(ctx context.Context, addrs []string, prefix string) (int64, erro
 		}
 	}
 	return n, nil
+}
+
+// SetUser sets ACL user on every server at addrs (ACL SETUSER user rules...).
+func SetUser(ctx context.Context, addrs []string, user string, rules ...string) error {
+	for _, addr := range addrs {
+		args := append([]string{"-h", "127.0.0.1", "-p", strings.Split(addr, ":")[1], "acl", "setuser", user}, rules...)
+		out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "OK") {
+			return fmt.Errorf("redistest: ACL SETUSER %s on %s: %v: %s", user, addr, err, out)
+		}
+	}
+	return nil
+}
+
+// DeleteUser removes ACL user from every server at addrs, as a test's cleanup: a server gone already
+// is no error.
+func DeleteUser(addrs []string, user string) {
+	for _, addr := range addrs {
+		_ = exec.Command("redis-cli", "-h", "127.0.0.1", "-p", strings.Split(addr, ":")[1], "acl", "deluser", user).Run()
+	}
 }
 
 func clusterInfo(addr string) (string, error) {
