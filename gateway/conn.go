@@ -518,7 +518,7 @@ func (c *conn) write(hdr protocol.RequestHeader, resp kmsg.Response) error {
 	bufp := getBuf(0)
 	out := protocol.AppendResponse((*bufp)[:0], hdr.CorrelationID, resp)
 	bytesOut(len(out))
-	err := c.writeAll(out)
+	err := c.writeParts([][]byte{out})
 	putBuf(bufp, out)
 	c.releaseOutBufs()
 	return err
@@ -548,27 +548,10 @@ func (c *conn) writeFetch(hdr protocol.RequestHeader, resp *kmsg.FetchResponse) 
 // writeChunk is how much of an answer is written under one write deadline.
 const writeChunk = 256 << 10
 
-// writeAll writes out, pushing back the idle deadline (Config.IdleTimeout) for each chunk: a client that
-// stops reading is idle too, and its answers must not pin the connection for good, but one reading a
-// large answer slowly and steadily is not, as on Apache, where any byte either way counts as activity.
-func (c *conn) writeAll(out []byte) error {
-	d := c.g.cfg.IdleTimeout
-	for len(out) > 0 {
-		n := len(out)
-		if d > 0 {
-			n = min(n, writeChunk)
-			_ = c.nc.SetWriteDeadline(time.Now().Add(d))
-		}
-		if _, err := c.nc.Write(out[:n]); err != nil {
-			return err
-		}
-		out = out[n:]
-	}
-	return nil
-}
-
-// writeParts writes the pieces of a frame in order, as writeAll writes one: at most writeChunk bytes
-// under one write deadline.
+// writeParts writes the pieces of a frame in order (one writev a chunk), pushing back the idle deadline
+// (Config.IdleTimeout) for each chunk of at most writeChunk bytes: a client that stops reading is idle
+// too, and its answers must not pin the connection for good, but one reading a large answer slowly and
+// steadily is not, as on Apache, where any byte either way counts as activity.
 func (c *conn) writeParts(parts [][]byte) error {
 	d := c.g.cfg.IdleTimeout
 	if d <= 0 {
