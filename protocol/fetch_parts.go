@@ -40,56 +40,65 @@ var markerSecret = func() (s [markerLen - 4]byte) {
 // set; resp is left as it was found. With no record set that large, the frame is one piece.
 func AppendFetchParts(dst []byte, parts [][]byte, correlationID int32, resp *kmsg.FetchResponse) ([]byte, [][]byte) {
 	start := len(dst)
-	var (
-		fields []*[]byte // the record set fields left out, in encoding order
-		sets   [][]byte  // their record sets
-	)
+	n := 0
 	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		for j := range t.Partitions {
-			if f := &t.Partitions[j].RecordBatches; len(*f) >= MinFetchPart {
-				fields, sets = append(fields, f), append(sets, *f)
+		for j := range resp.Topics[i].Partitions {
+			if len(resp.Topics[i].Partitions[j].RecordBatches) >= MinFetchPart {
+				n++
 			}
 		}
 	}
-	if len(sets) == 0 {
+	if n == 0 {
 		dst = AppendResponse(dst, correlationID, resp)
 		return dst, append(parts, dst[start:])
 	}
-	markers := make([]byte, markerLen*len(sets)) // kmsg keeps no reference to them
-	for i, f := range fields {
-		*f = markers[i*markerLen : (i+1)*markerLen]
-		copy(*f, markerSecret[:])
-		binary.BigEndian.PutUint32((*f)[len(markerSecret):], uint32(i))
+	// Each record set left out, in encoding order: its field, its bytes, and once the frame is encoded,
+	// the frame's bytes before its length (dst[from:to]) and its real length (dst[prefixAt:prefixEnd]).
+	type leftOut struct {
+		field                         *[]byte
+		set                           []byte
+		from, to, prefixAt, prefixEnd int
+	}
+	out := make([]leftOut, 0, n)
+	markers := make([]byte, markerLen*n) // kmsg keeps no reference to them
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if f := &resp.Topics[i].Partitions[j].RecordBatches; len(*f) >= MinFetchPart {
+				out = append(out, leftOut{field: f, set: *f})
+				m := markers[(len(out)-1)*markerLen : len(out)*markerLen]
+				copy(m, markerSecret[:])
+				binary.BigEndian.PutUint32(m[len(markerSecret):], uint32(len(out)-1))
+				*f = m
+			}
+		}
 	}
 	dst = AppendResponse(dst, correlationID, resp)
-	for i, f := range fields {
-		*f = sets[i]
+	for _, o := range out {
+		*o.field = o.set
 	}
 
 	// Locate each marker behind the length kmsg gave it, and append the record set's real length.
 	flexible := resp.IsFlexible()
 	markerPrefix := lengthPrefix(nil, markerLen, flexible)
-	type cut struct{ from, to, prefixAt, prefixEnd int } // dst[from:to] precedes the set; its length is dst[prefixAt:prefixEnd]
-	cuts := make([]cut, len(sets))
 	end := len(dst)
 	at, size := start, end-start-4
-	for i, set := range sets {
+	for i := range out {
+		o := &out[i]
 		k := bytes.Index(dst[at:end], markers[i*markerLen:(i+1)*markerLen])
 		if k < 0 || !bytes.HasSuffix(dst[at:at+k], markerPrefix) {
 			dst = AppendResponse(dst[:start], correlationID, resp) // cannot happen; never send a frame unsure
 			return dst, append(parts, dst[start:])
 		}
 		k += at
-		prefixAt := len(dst)
-		dst = lengthPrefix(dst, len(set), flexible)
-		cuts[i] = cut{from: at, to: k - len(markerPrefix), prefixAt: prefixAt, prefixEnd: len(dst)}
-		size += len(dst) - prefixAt + len(set) - len(markerPrefix) - markerLen
+		o.from, o.to, o.prefixAt = at, k-len(markerPrefix), len(dst)
+		dst = lengthPrefix(dst, len(o.set), flexible)
+		o.prefixEnd = len(dst)
+		size += o.prefixEnd - o.prefixAt + len(o.set) - len(markerPrefix) - markerLen
 		at = k + markerLen
 	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(size))
-	for i, c := range cuts {
-		parts = append(parts, dst[c.from:c.to], dst[c.prefixAt:c.prefixEnd], sets[i])
+	for _, o := range out {
+		parts = append(parts, dst[o.from:o.to], dst[o.prefixAt:o.prefixEnd], o.set)
 	}
 	return dst, append(parts, dst[at:end])
 }

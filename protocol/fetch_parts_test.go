@@ -111,3 +111,26 @@ func TestAppendFetchPartsFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// AppendFetchParts allocates the same few times whatever the number of record sets it leaves out:
+// none per record set, none per record.
+func TestAppendFetchPartsAllocations(t *testing.T) {
+	allocs := func(sets int) float64 {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(13)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = "t"
+		for p := range sets {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = int32(p)
+			rp.RecordBatches = make([]byte, MinFetchPart)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+		dst, parts := make([]byte, 0, 1<<20), make([][]byte, 0, 4*sets)
+		return testing.AllocsPerRun(20, func() { _, parts = AppendFetchParts(dst[:0], parts[:0], 1, resp) })
+	}
+	if one, many := allocs(1), allocs(64); one > 3 || many != one {
+		t.Fatalf("allocations: %v with one record set left out, %v with 64; want the same, at most 3", one, many)
+	}
+}
