@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/kgate/kgate/internal/redistest"
 )
 
@@ -147,5 +149,49 @@ func TestReplayPhase(t *testing.T) {
 	// --cpuprofile-phase names any phase, not only those that start the profile themselves.
 	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
 		t.Fatalf("no CPU profile of the replay phase: %v", err)
+	}
+}
+
+// TestProducedTopicsDroppedAfterUse runs the produce phase, then the commits phase, on a Redis the
+// test keeps: the produce phase's topics are deleted before the commits phase, and kept when no
+// phase follows it.
+func TestProducedTopicsDroppedAfterUse(t *testing.T) {
+	if os.Getenv("KGATE_SKIP_REDIS") == "1" {
+		t.Skip("KGATE_SKIP_REDIS=1")
+	}
+	if !redistest.Available() {
+		t.Fatal("redis-server is not on PATH")
+	}
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		phases string
+		kept   bool
+	}{{"produce", true}, {"produce,commits", false}} {
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		o, err := parseFlags([]string{"--redis", srv.Addr, "--keep", "--phases", tc.phases, "--sizes", "100",
+			"--partitions", "1", "--rounds", "1", "--duration", "300ms", "--commit-duration", "300ms"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runWith(ctx, o, &reporter{out: io.Discard, table: io.Discard}); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := rdb.Keys(ctx, "*produce-100-1p*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := len(keys) > 0; kept != tc.kept {
+			t.Errorf("phases %s: produce topic's keys %q, want kept %v", tc.phases, keys, tc.kept)
+		}
 	}
 }
