@@ -32,10 +32,11 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 		st.Topic = rt.Topic
 		topic, terr := g.topics.get(ctx, rt.Topic)
 		// The topic's earliest and latest lookups are one Redis round trip (one per master of a Redis
-		// Cluster), not one per partition (a lag tool asks for every partition of every topic). A
-		// topic deleted through another gateway, while this one's view still lists it, is unknown
-		// rather than empty: that round trip, and each timestamp lookup's own, check that its
-		// partitions still exist. On a Redis Cluster a master down fails its own partitions alone.
+		// Cluster), not one per partition (a lag tool asks for every partition of every topic), and
+		// its timestamp lookups usually two, whatever the partitions (LookUpTimes). A topic deleted
+		// through another gateway, while this one's view still lists it, is unknown rather than
+		// empty: those round trips check that its partitions still exist. On a Redis Cluster a
+		// master down fails its own partitions alone.
 		var (
 			ends  []int32
 			slots []int

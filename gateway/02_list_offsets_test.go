@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kgate/kgate/redisstore"
 )
 
 // TestListOffsetsAsApacheRefuses: as on Apache, a partition listed twice in one ListOffsets answers
@@ -169,15 +171,9 @@ func TestListOffsetsByTimeIsItsLookupAlone(t *testing.T) {
 	c := &conn{g: g}
 	for _, ts := range []int64{0, -3} {
 		lookups := count(func() {
-			for p := range int32(2) {
-				var err error
-				if ts == -3 {
-					_, _, _, err = store.MaxTimestamp(ctx, name, p)
-				} else {
-					_, _, _, err = store.OffsetForTime(ctx, name, p, ts)
-				}
-				if err != nil {
-					t.Fatal(err)
+			for _, a := range store.LookUpTimes(ctx, name, []redisstore.TimeLookup{{Partition: 0, Timestamp: ts, Known: true}, {Partition: 1, Timestamp: ts, Known: true}}) {
+				if a.Err != nil {
+					t.Fatal(a.Err)
 				}
 			}
 		})

@@ -658,7 +658,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 	}
 	// The group's writes are held from the check of its members to the commit, not while the answer
 	// (which can be megabytes) goes to a client that may not read it. A dry run writes nothing and
-	// holds nothing: its lookups (one a partition for a timestamp) would stall the commits of every
+	// holds nothing: its lookups (a timestamp's scans) would stall the commits of every
 	// group sharing the lock's stripe behind any deletion waiting for it.
 	unlock := func() {}
 	var token string
@@ -724,6 +724,10 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 			prev[c.Partition] = c.Offset
 		}
 	}
+	var times []redisstore.TimeAnswer
+	if req.To == "timestamp" { // every partition's lookup together: the round trips of the longest
+		times = g.store.OffsetsForTime(ctx, req.Topic, parts, req.Value)
+	}
 	results := make([]resetResult, len(parts))
 	commits := make([]redisstore.OffsetCommit, len(parts))
 	for i, p := range parts {
@@ -750,14 +754,13 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 				target = base + req.Value
 			}
 		case "timestamp":
-			off, _, found, err := g.store.OffsetForTime(ctx, req.Topic, p, req.Value)
-			if err != nil {
+			if err := times[i].Err; err != nil {
 				storeError(w, err)
 				return
 			}
 			target = offs[i].End
-			if found {
-				target = off
+			if times[i].Found {
+				target = times[i].Offset
 			}
 		}
 		target = min(max(target, offs[i].Start), offs[i].End) // clamped to the log, as kafka-consumer-groups does

@@ -83,29 +83,34 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 		// below it is older, but a record appended since the scan must stay. A partition whose read
 		// failed (its master down) is left for the next pass, not the others with it.
 		offs, offErrs := g.store.EachPartitionOffsets(ctx, name, led)
-		var trims []redisstore.Trim
+		// The partitions whose high watermark is known are scanned together (OffsetsForTime): a
+		// topic's scans take the round trips of its longest, not of each in turn.
+		var scanned []int32
+		var ends []int64
 		for i, p := range led {
-			if offErrs[i] != nil {
-				continue
+			if offErrs[i] == nil {
+				scanned, ends = append(scanned, p), append(ends, offs[i].End)
 			}
-			off, maxTS, found, err := g.store.OffsetForTime(ctx, name, p, cutoff)
-			if err != nil {
+		}
+		var trims []redisstore.Trim
+		for i, a := range g.store.OffsetsForTime(ctx, name, scanned, cutoff) {
+			if a.Err != nil {
 				continue
 			}
 			if afterRetentionScan != nil {
 				afterRetentionScan()
 			}
-			before := off
-			if !found {
+			before := a.Offset
+			if !a.Found {
 				// No record at or after the cutoff: every one below the high watermark is older, if the
 				// partition's records have timestamps at all; records without one stay (Apache would go
 				// by the segment file's time).
-				if maxTS < 0 || maxTS >= cutoff { // OffsetForTime: the partition's largest timestamp
+				if a.Timestamp < 0 || a.Timestamp >= cutoff { // OffsetForTime: the partition's largest timestamp
 					continue
 				}
-				before = offs[i].End
+				before = ends[i]
 			}
-			trims = append(trims, redisstore.Trim{Partition: p, Before: before})
+			trims = append(trims, redisstore.Trim{Partition: scanned[i], Before: before})
 		}
 		if len(trims) == 0 {
 			continue

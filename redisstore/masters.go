@@ -127,7 +127,7 @@ func acrossMasters[R any](ctx context.Context, s *Store, groups [][]int, masters
 			sctx = context.WithoutCancel(ctx)
 			if dl, ok := ctx.Deadline(); ok {
 				sctx, scancel = context.WithDeadline(sctx, dl)
-			} else { // LookUpTimes: each lookup's own
+			} else { // every call bounds its context (Store.bound): should one not
 				sctx, scancel = context.WithTimeout(sctx, s.opts.CommandTimeout)
 			}
 		}

@@ -1,0 +1,158 @@
+package redisstore
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestLookUpTimesRoundTrips: LookUpTimes of 16 partitions takes the round trips of one partition's
+// lookups (on a Redis Cluster, those once per master): one pipeline of every lookup's time index and
+// meta reads, then one read of every scan's first page. It took each lookup's own round trips, one
+// lookup after the other.
+func TestLookUpTimesRoundTrips(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		const topic, partitions = "lookups", 16
+		mustCreateTopic(t, s, topic, partitions)
+		var all []int32
+		for p := range int32(partitions) {
+			appendOne(t, s, topic, p, plain("r", 5)...) // timestamps 1000-1004
+			all = append(all, p)
+		}
+		// Each partition's lookups: one answered by a scan of the records below its meta's maximum,
+		// one by a scan from the index's first point, the maximum, and one past every record.
+		cases := []struct {
+			lookup TimeLookup
+			want   TimeAnswer
+		}{
+			{TimeLookup{Timestamp: 1002, Known: true}, TimeAnswer{Offset: 2, Timestamp: 1002, Found: true}},
+			{TimeLookup{Timestamp: 0}, TimeAnswer{Offset: 0, Timestamp: 1000, Found: true}},
+			{TimeLookup{Timestamp: -3, Known: true}, TimeAnswer{Offset: 4, Timestamp: 1004, Found: true}},
+			{TimeLookup{Timestamp: 5000, Known: true}, TimeAnswer{Timestamp: 1004}},
+		}
+		trips := serverTrips(t, s)
+		lookUp := func(parts []int32) int64 {
+			t.Helper()
+			var lookups []TimeLookup
+			var want []TimeAnswer
+			for _, p := range parts {
+				for _, c := range cases {
+					l := c.lookup
+					l.Partition = p
+					lookups, want = append(lookups, l), append(want, c.want)
+				}
+			}
+			before := trips.Load()
+			got := s.LookUpTimes(ctx, topic, lookups)
+			n := trips.Load() - before
+			for i := range lookups {
+				if got[i] != want[i] {
+					t.Errorf("lookup %+v: %+v, want %+v", lookups[i], got[i], want[i])
+				}
+			}
+			return n
+		}
+		lookUp(all) // the cluster client's slot map, the connections: there before the counts
+		one := lookUp([]int32{0})
+		many := lookUp(all)
+		masters := int64(mastersOf(t, s, topic, all))
+		t.Logf("LookUpTimes of %d lookups of 1 partition: %d round trips; of %d partitions on %d masters: %d", len(cases), one, partitions, masters, many)
+		if many != one*masters {
+			t.Errorf("LookUpTimes of %d partitions on %d masters: %d round trips, want %d (1 partition's, %d, per master)", partitions, masters, many, one*masters, one)
+		}
+	})
+}
+
+// TestLookUpTimesGapsInLockStep: lookups whose scans take more pages than one (entries deleted
+// natively, the index point among them; the log start moved past the point below the target) answer
+// as each alone does, errors per lookup, all in the round trips of the longest of them, not the sum.
+func TestLookUpTimesGapsInLockStep(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		const topic = "lookup-gaps"
+		mustCreateTopic(t, s, topic, 5)
+		// Offset 0 at 1, 1-20 at 0, 21 at 1000 (meta's maximum), 22 at 900: partition 4 stays empty.
+		recs := make([]Record, 23)
+		recs[0].Timestamp, recs[21].Timestamp, recs[22].Timestamp = 1, 1000, 900
+		for p := range int32(4) {
+			appendOne(t, s, topic, p, recs...)
+		}
+		xdel := func(p int32, offs ...int64) {
+			t.Helper()
+			for _, off := range offs {
+				if err := s.Client().XDel(ctx, s.keys.stream(topic, p), EntryID(off)).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		xdel(1, 5, 21) // a gap in the first page, and the maximum's record: two pages more
+		xdel(2, 21, 22)
+		if _, err := s.DeleteRecords(ctx, topic, 3, 10); err != nil { // the scan starts below the log start
+			t.Fatal(err)
+		}
+		cases := []struct {
+			lookup TimeLookup
+			want   TimeAnswer
+			err    error
+		}{
+			{TimeLookup{Partition: 0, Timestamp: 500, Known: true}, TimeAnswer{Offset: 21, Timestamp: 1000, Found: true}, nil},
+			{TimeLookup{Partition: 1, Timestamp: 500, Known: true}, TimeAnswer{Offset: 22, Timestamp: 900, Found: true}, nil},
+			{TimeLookup{Partition: 2, Timestamp: 500, Known: true}, TimeAnswer{Timestamp: 1000}, nil},
+			{TimeLookup{Partition: 3, Timestamp: 500, Known: true}, TimeAnswer{Offset: 21, Timestamp: 1000, Found: true}, nil},
+			{TimeLookup{Partition: 3, Timestamp: 0, Known: true}, TimeAnswer{Offset: 10, Timestamp: 0, Found: true}, nil},
+			{TimeLookup{Partition: 4, Timestamp: 500, Known: true}, TimeAnswer{Timestamp: -1}, nil},
+			{TimeLookup{Partition: 1, Timestamp: -3, Known: true}, TimeAnswer{Offset: 21, Timestamp: 1000, Found: true}, nil},
+			{TimeLookup{Partition: 4, Timestamp: -3, Known: true}, TimeAnswer{}, nil},
+			{TimeLookup{Partition: 1, Timestamp: 2000}, TimeAnswer{Timestamp: 1000}, nil},
+			{TimeLookup{Partition: 7, Timestamp: 500, Known: true}, TimeAnswer{}, ErrUnknownPartition},
+			{TimeLookup{Partition: 7, Timestamp: -3, Known: true}, TimeAnswer{}, ErrUnknownPartition},
+			{TimeLookup{Partition: 7, Timestamp: 500}, TimeAnswer{Timestamp: -1}, nil},
+			{TimeLookup{Partition: 7, Timestamp: -3}, TimeAnswer{}, nil},
+		}
+		check := func(l TimeLookup, got TimeAnswer, want TimeAnswer, err error) {
+			t.Helper()
+			if !errors.Is(got.Err, err) || err == nil && got != want {
+				t.Errorf("lookup %+v: %+v, want %+v (error %v)", l, got, want, err)
+			}
+		}
+		var lookups []TimeLookup
+		for _, c := range cases {
+			lookups = append(lookups, c.lookup)
+			var a TimeAnswer
+			if c.lookup.Timestamp == -3 && c.lookup.Known {
+				a.Offset, a.Timestamp, a.Found, a.Err = s.KnownMaxTimestamp(ctx, topic, c.lookup.Partition)
+			} else if c.lookup.Timestamp == -3 {
+				a.Offset, a.Timestamp, a.Found, a.Err = s.MaxTimestamp(ctx, topic, c.lookup.Partition)
+			} else if c.lookup.Known {
+				a.Offset, a.Timestamp, a.Found, a.Err = s.KnownOffsetForTime(ctx, topic, c.lookup.Partition, c.lookup.Timestamp)
+			} else {
+				a.Offset, a.Timestamp, a.Found, a.Err = s.OffsetForTime(ctx, topic, c.lookup.Partition, c.lookup.Timestamp)
+			}
+			check(c.lookup, a, c.want, c.err)
+		}
+		if s.Embedded() {
+			for i, a := range s.LookUpTimes(ctx, topic, lookups) {
+				check(lookups[i], a, cases[i].want, cases[i].err)
+			}
+			return // its round trips are not counted: it runs in the process
+		}
+		trips := serverTrips(t, s)
+		longest, sum := int64(0), int64(0)
+		for _, l := range lookups {
+			before := trips.Load()
+			s.LookUpTimes(ctx, topic, []TimeLookup{l})
+			n := trips.Load() - before
+			longest, sum = max(longest, n), sum+n
+		}
+		before := trips.Load()
+		for i, a := range s.LookUpTimes(ctx, topic, lookups) {
+			check(lookups[i], a, cases[i].want, cases[i].err)
+		}
+		n := trips.Load() - before
+		masters := int64(mastersOf(t, s, topic, []int32{0, 1, 2, 3, 4, 7}))
+		t.Logf("%d lookups alone: %d round trips, the longest %d; together on %d masters: %d", len(lookups), sum, longest, masters, n)
+		if n > longest*masters {
+			t.Errorf("LookUpTimes of %d lookups on %d masters: %d round trips, want at most %d (the longest lookup's, %d, per master)", len(lookups), masters, n, longest*masters, longest)
+		}
+	})
+}
