@@ -80,6 +80,30 @@ func storeError(w http.ResponseWriter, err error) {
 	}
 }
 
+// partitionError is the "error" of one partition of a report whose Redis read failed, worded as
+// storeError words a whole report's.
+func partitionError(err error) string {
+	return "redis: " + err.Error()
+}
+
+// noneRead is the error of a report of n items none of which could be read (failed(i) is item i's
+// failure): nil when any was read, or there were none. Such a report answers storeError, as a report
+// of a Redis down does, so health tooling sees the outage; one partly read answers 200, each item
+// that failed with its own error.
+func noneRead(n int, failed func(i int) error) error {
+	var first error
+	for i := range n {
+		err := failed(i)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // forwardToCoordinator proxies a group request to the gateway that coordinates the group, when that is
 // another live gateway with an admin address. It reports whether it handled the request.
 //
@@ -184,12 +208,20 @@ const maxForwardedAnswer = 64 << 20
 
 // groupSummary is one line of GET /api/v1/groups.
 type groupSummary struct {
-	Group       string `json:"group"`
-	State       string `json:"state"`
-	Members     int    `json:"members"`
-	TotalLag    int64  `json:"totalLag"`
+	Group   string `json:"group"`
+	State   string `json:"state"`
+	Members int    `json:"members"`
+	// TotalLag sums the lag of the group's partitions that were read; null when none could be
+	// (Error, or every partition an error).
+	TotalLag    *int64 `json:"totalLag"`
 	Coordinator int32  `json:"coordinator"`
 	Source      string `json:"source"` // "coordinator" (memory of this gateway) or "redis"
+	// PartitionErrors counts the committed partitions whose log offsets could not be read (their
+	// Redis master down, say): TotalLag leaves them out; GET .../offsets says why.
+	PartitionErrors int `json:"partitionErrors,omitempty"`
+	// Error says why the group's committed offsets could not be read at all.
+	Error string `json:"error,omitempty"`
+	err   error
 }
 
 func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
@@ -232,13 +264,10 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	// for the others: each question may wait a second (remoteGroup), so one peer that takes connections
 	// and never answers cost a second per group it coordinates.
 	out := make([]groupSummary, len(list))
-	errs := make([]error, len(list))
-	eachAtOnce(len(list), groupWorkers, func(i int) { out[i], errs[i] = g.groupSummary(ctx, list[i], live, heldBy, &silent) })
-	for _, err := range errs {
-		if err != nil {
-			storeError(w, err) // a lag of 0 would look caught up
-			return
-		}
+	eachAtOnce(len(list), groupWorkers, func(i int) { out[i] = g.groupSummary(ctx, list[i], live, heldBy, &silent) })
+	if err := noneRead(len(out), func(i int) error { return out[i].err }); err != nil {
+		storeError(w, err)
+		return
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	writeJSON(w, http.StatusOK, out)
@@ -332,8 +361,8 @@ func eachAtOnce(n, workers int, fn func(i int)) {
 
 // groupSummary is one group's line in GET /api/v1/groups: its live state from this gateway's memory
 // (live) or the peer holding it (heldBy; else its coordinator), unless that peer is in silent, which
-// it joins when it does not answer; and its total lag.
-func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo, heldBy map[string]gatewayNode, silent *sync.Map) (groupSummary, error) {
+// it joins when it does not answer; and its total lag, null with err set when none of it could be read.
+func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo, heldBy map[string]gatewayNode, silent *sync.Map) groupSummary {
 	gs := groupSummary{Group: name, State: "Empty", Source: "redis"}
 	if c, ok := g.nodes.coordinatorFor(name); ok {
 		gs.Coordinator = c.ID
@@ -362,13 +391,28 @@ func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string
 		}
 	}
 	offs, err := g.groupOffsets(ctx, name, "")
+	if err == nil {
+		err = noneRead(len(offs), func(i int) error { return offs[i].err })
+	}
 	if err != nil {
-		return gs, err
+		// Not 0: a lag of 0 would look caught up.
+		gs.err = err
+		if len(offs) == 0 {
+			gs.Error = partitionError(err)
+		}
 	}
+	var total int64
 	for _, o := range offs {
-		gs.TotalLag += o.Lag
+		if o.err != nil {
+			gs.PartitionErrors++
+		} else {
+			total += *o.Lag
+		}
 	}
-	return gs, nil
+	if gs.err == nil {
+		gs.TotalLag = &total
+	}
+	return gs
 }
 
 // remoteGroup asks the coordinating gateway for a group's live state (nil when unreachable or self).
@@ -429,9 +473,11 @@ type partitionOffset struct {
 	Partition       int32  `json:"partition"`
 	CommittedOffset int64  `json:"committedOffset"`
 	Metadata        string `json:"metadata"`
-	LogStartOffset  int64  `json:"logStartOffset"`
-	LogEndOffset    int64  `json:"logEndOffset"`
-	Lag             int64  `json:"lag"`
+	// LogStartOffset, LogEndOffset and Lag are null when the partition's log offsets could not be
+	// read (Error).
+	LogStartOffset *int64 `json:"logStartOffset"`
+	LogEndOffset   *int64 `json:"logEndOffset"`
+	Lag            *int64 `json:"lag"`
 	// UnknownTopic marks an offset committed for a topic that no longer exists (deleted, the group's
 	// offsets kept): its log offsets are -1 and its lag 0, left out of totals and metrics.
 	UnknownTopic bool `json:"unknownTopic,omitempty"`
@@ -440,9 +486,21 @@ type partitionOffset struct {
 	// SidecarOffset is the offset the timestamp belongs to; when it differs from CommittedOffset a
 	// gateway that does not write timestamps has moved the offset since.
 	SidecarOffset *int64 `json:"sidecarOffset"`
+	// Error says why the partition's log offsets could not be read (on a Redis Cluster, its master
+	// down): the other partitions are reported all the same.
+	Error string `json:"error,omitempty"`
+	err   error
 }
 
-// groupOffsets reads a group's committed offsets and the partitions' log offsets from Redis.
+// failed marks o's log offsets unread, for err.
+func (o *partitionOffset) failed(err error) {
+	o.LogStartOffset, o.LogEndOffset, o.Lag = nil, nil, nil
+	o.Error, o.err = partitionError(err), err
+}
+
+// groupOffsets reads a group's committed offsets and the partitions' log offsets from Redis. err is a
+// failure to read the committed offsets; a partition whose log offsets could not be read has its own
+// (partitionOffset.Error), the others are read all the same.
 func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) ([]partitionOffset, error) {
 	committed, err := g.store.CommittedOffsets(ctx, group)
 	if err != nil {
@@ -454,8 +512,9 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 		if topicFilter != "" && c.Topic != topicFilter {
 			continue
 		}
+		unknown, none := int64(-1), int64(0)
 		po := partitionOffset{Topic: c.Topic, Partition: c.Partition, CommittedOffset: c.Offset, Metadata: c.Metadata,
-			LogStartOffset: -1, LogEndOffset: -1}
+			LogStartOffset: &unknown, LogEndOffset: &unknown, Lag: &none}
 		if c.CommitTime >= 0 {
 			ts, so := c.CommitTime, c.SidecarOffset
 			po.LastCommitTimestamp, po.SidecarOffset = &ts, &so
@@ -472,7 +531,10 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 			}
 			continue
 		case err != nil:
-			return nil, err
+			for _, j := range idx {
+				out[j].failed(err)
+			}
+			continue
 		}
 		parts := make([]int32, 0, len(idx))
 		var known []int
@@ -488,13 +550,14 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 		if len(parts) == 0 {
 			continue
 		}
-		offs, err := g.store.PartitionOffsets(ctx, topic, parts)
-		if err != nil {
-			return nil, err
-		}
+		offs, errs := g.store.EachPartitionOffsets(ctx, topic, parts)
 		for i, j := range idx {
-			out[j].LogStartOffset, out[j].LogEndOffset = offs[i].Start, offs[i].End
-			out[j].Lag = max(offs[i].End-out[j].CommittedOffset, 0)
+			if errs[i] != nil {
+				out[j].failed(errs[i])
+				continue
+			}
+			lag := max(offs[i].End-out[j].CommittedOffset, 0)
+			out[j].LogStartOffset, out[j].LogEndOffset, out[j].Lag = &offs[i].Start, &offs[i].End, &lag
 		}
 	}
 	return out, nil
@@ -512,7 +575,7 @@ type groupDetail struct {
 	Source       string            `json:"source"`
 	Members      []memberDetail    `json:"members"`
 	Offsets      []partitionOffset `json:"offsets"`
-	TotalLag     int64             `json:"totalLag"`
+	TotalLag     int64             `json:"totalLag"` // of the partitions read (those without an error)
 }
 
 type memberDetail struct {
@@ -546,6 +609,9 @@ func (g *Gateway) apiGroup(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	offs, err := g.groupOffsets(ctx, group, "")
+	if err == nil {
+		err = noneRead(len(offs), func(i int) error { return offs[i].err })
+	}
 	if err != nil {
 		storeError(w, err)
 		return
@@ -559,7 +625,9 @@ func (g *Gateway) apiGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Offsets = offs
 	for _, o := range offs {
-		d.TotalLag += o.Lag
+		if o.err == nil {
+			d.TotalLag += *o.Lag
+		}
 	}
 	writeJSON(w, http.StatusOK, d)
 }
@@ -568,6 +636,9 @@ func (g *Gateway) apiGroupOffsets(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
 	ctx := r.Context()
 	offs, err := g.groupOffsets(ctx, group, r.URL.Query().Get("topic"))
+	if err == nil {
+		err = noneRead(len(offs), func(i int) error { return offs[i].err })
+	}
 	if err != nil {
 		storeError(w, err)
 		return
@@ -858,18 +929,25 @@ type topicDetail struct {
 	ID         string            `json:"id"`
 	Partitions []partitionDetail `json:"partitions"`
 	Configs    map[string]string `json:"configs"`
-	Records    int64             `json:"records"`
+	Records    int64             `json:"records"` // of the partitions read (those without an error)
 }
 
 type partitionDetail struct {
-	Partition      int32 `json:"partition"`
-	Leader         int32 `json:"leader"`
-	LogStartOffset int64 `json:"logStartOffset"`
-	LogEndOffset   int64 `json:"logEndOffset"`
-	Records        int64 `json:"records"`
-	MemoryBytes    int64 `json:"memoryBytes"`
+	Partition int32 `json:"partition"`
+	Leader    int32 `json:"leader"`
+	// The numbers are null when they could not be read (Error).
+	LogStartOffset *int64 `json:"logStartOffset"`
+	LogEndOffset   *int64 `json:"logEndOffset"`
+	Records        *int64 `json:"records"`
+	MemoryBytes    *int64 `json:"memoryBytes"` // 0 where not asked for (the topics' list)
+	// Error says why the partition could not be read (on a Redis Cluster, its master down): the
+	// other partitions are reported all the same.
+	Error string `json:"error,omitempty"`
+	err   error
 }
 
+// describeTopic reads t's partitions, each failing on its own (partitionDetail.Error); err says none
+// could be read.
 func (g *Gateway) describeTopic(ctx context.Context, t redisstore.Topic, memory bool) (topicDetail, error) {
 	d := topicDetail{Name: t.Name, ID: uuid.UUID(t.ID).String(), Configs: map[string]string{}}
 	for _, name := range sortedConfigNames() {
@@ -880,26 +958,37 @@ func (g *Gateway) describeTopic(ctx context.Context, t redisstore.Topic, memory 
 	for i := range parts {
 		parts[i] = int32(i)
 	}
-	offs, err := g.store.PartitionOffsets(ctx, t.Name, parts)
-	if err != nil {
-		return d, err
-	}
-	var mem []int64
-	if memory {
-		if mem, err = g.store.StreamMemory(ctx, t.Name, parts); err != nil {
-			return d, err
-		}
-	}
+	offs, errs := g.store.EachPartitionOffsets(ctx, t.Name, parts)
+	// Memory is read of the partitions whose offsets were: a master that did not answer those would
+	// have the call wait for it a second time.
+	var read []int32
 	for i, p := range parts {
-		pd := partitionDetail{Partition: p, Leader: g.nodes.leaderFor(t.Name, p).ID,
-			LogStartOffset: offs[i].Start, LogEndOffset: offs[i].End, Records: offs[i].End - offs[i].Start}
-		if mem != nil {
-			pd.MemoryBytes = mem[i]
+		if errs[i] == nil {
+			read = append(read, p)
 		}
-		d.Records += pd.Records
+	}
+	mem, memErrs := make([]int64, len(read)), make([]error, len(read))
+	if memory && len(read) > 0 {
+		mem, memErrs = g.store.StreamMemory(ctx, t.Name, read)
+	}
+	k := 0 // the partition's place in read
+	for i, p := range parts {
+		pd := partitionDetail{Partition: p, Leader: g.nodes.leaderFor(t.Name, p).ID}
+		if pd.err = errs[i]; pd.err == nil {
+			records := offs[i].End - offs[i].Start
+			pd.LogStartOffset, pd.LogEndOffset, pd.Records = &offs[i].Start, &offs[i].End, &records
+			d.Records += records
+			if pd.err = memErrs[k]; pd.err == nil {
+				pd.MemoryBytes = &mem[k]
+			}
+			k++
+		}
+		if pd.err != nil {
+			pd.Error = partitionError(pd.err)
+		}
 		d.Partitions = append(d.Partitions, pd)
 	}
-	return d, nil
+	return d, noneRead(len(d.Partitions), func(i int) error { return d.Partitions[i].err })
 }
 
 func (g *Gateway) apiListTopics(w http.ResponseWriter, r *http.Request) {
@@ -909,14 +998,14 @@ func (g *Gateway) apiListTopics(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
-	out := make([]topicDetail, 0, len(topics))
-	for _, name := range redisstore.TopicNames(topics) {
-		d, err := g.describeTopic(ctx, topics[name], false)
-		if err != nil {
-			storeError(w, err)
-			return
-		}
-		out = append(out, d)
+	names := redisstore.TopicNames(topics)
+	out, errs := make([]topicDetail, len(names)), make([]error, len(names))
+	for i, name := range names {
+		out[i], errs[i] = g.describeTopic(ctx, topics[name], false)
+	}
+	if err := noneRead(len(errs), func(i int) error { return errs[i] }); err != nil {
+		storeError(w, err)
+		return
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -431,9 +431,9 @@ func TestAskPeerGroupIDsAndSilence(t *testing.T) {
 	var silent sync.Map
 	heldBy := map[string]gatewayNode{"no-such-group": n, ".": n}
 	for _, group := range []string{"no-such-group", "."} {
-		gs, err := asker.groupSummary(ctx, group, nil, heldBy, &silent)
-		if err != nil {
-			t.Fatal(err)
+		gs := asker.groupSummary(ctx, group, nil, heldBy, &silent)
+		if gs.err != nil {
+			t.Fatal(gs.err)
 		}
 		if want := group == "."; (gs.Source == "coordinator") != want || want && gs.Members != 1 {
 			t.Errorf("summary of %q after the peer answered 404 for the one before: %+v", group, gs)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"net/http"
@@ -342,7 +343,7 @@ var (
 	descGroupLag      = prometheus.NewDesc("kgate_group_lag", "Consumer-group lag in records per partition (bounded by metrics.lag_max_series).",
 		[]string{"node", "group", "topic", "partition"}, nil)
 	descLagTruncated = prometheus.NewDesc("kgate_group_lag_series_dropped", "Lag series not exported because of metrics.lag_max_series.", []string{"node"}, nil)
-	descLagUnread    = prometheus.NewDesc("kgate_group_lag_groups_unread", "Groups this gateway coordinates whose committed offsets could not be read in this scrape (a slow or failing Redis): they have no lag series.", []string{"node"}, nil)
+	descLagUnread    = prometheus.NewDesc("kgate_group_lag_groups_unread", "Groups this gateway coordinates whose lag could not be read whole in this scrape (a slow or failing Redis): the partitions not read have no lag series.", []string{"node"}, nil)
 )
 
 func init() {
@@ -427,21 +428,27 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 		gctx, cancel := context.WithTimeout(ctx, groupScrapeTimeout)
 		defer cancel()
 		var err error
-		if offsets[i], err = g.groupOffsets(gctx, own[i], ""); err != nil {
+		offsets[i], err = g.groupOffsets(gctx, own[i], "")
+		if err == nil {
+			for _, o := range offsets[i] {
+				err = cmp.Or(err, o.err)
+			}
+		}
+		if err != nil {
 			unread.Add(1)
 		}
 	})
 	series, dropped := 0, 0
 	for i, name := range own {
 		for _, o := range offsets[i] { // none when the read failed
-			if o.UnknownTopic {
+			if o.UnknownTopic || o.err != nil { // no lag read: no series, rather than a lag of 0
 				continue
 			}
 			if series >= g.cfg.LagMaxSeries {
 				dropped++
 				continue
 			}
-			m, err := prometheus.NewConstMetric(descGroupLag, prometheus.GaugeValue, float64(o.Lag),
+			m, err := prometheus.NewConstMetric(descGroupLag, prometheus.GaugeValue, float64(*o.Lag),
 				node, name, o.Topic, strconv.Itoa(int(o.Partition)))
 			if err != nil { // a group id that is no valid label value (not UTF-8)
 				dropped++

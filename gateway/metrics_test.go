@@ -66,7 +66,7 @@ func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
 		t.Fatalf("offsets: %v, %+v", err, offs)
 	}
 	for _, o := range offs {
-		if !o.UnknownTopic || o.LogEndOffset != -1 || o.Lag != 0 {
+		if !o.UnknownTopic || *o.LogEndOffset != -1 || *o.Lag != 0 {
 			t.Errorf("deleted topic: %+v, want unknown with log offsets -1 and no lag", o)
 		}
 	}
@@ -82,7 +82,7 @@ func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
 		t.Fatalf("offsets: %v, %+v", err, offs)
 	}
 	for _, o := range offs {
-		if unknown := o.Partition == 1; o.UnknownTopic != unknown || !unknown && o.LogEndOffset != 0 {
+		if unknown := o.Partition == 1; o.UnknownTopic != unknown || !unknown && *o.LogEndOffset != 0 {
 			t.Errorf("topic created again with 1 partition: %+v", o)
 		}
 	}

@@ -72,7 +72,8 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 		timed := err == nil && ms >= 0 && cutoff > 0
 		led := g.ledPartitions(name, t.Partitions)
 		if expire && len(led) > 0 {
-			if n, err := g.store.ExpireProducers(ctx, name, led, now.Add(-g.cfg.ProducerIDExpiration), now); err == nil && n > 0 {
+			// A partition whose master failed is left for the next pass, not the others with it.
+			if n, _ := g.store.ExpireProducers(ctx, name, led, now.Add(-g.cfg.ProducerIDExpiration), now); n > 0 {
 				g.log.Debug().Str("topic", name).Int("producers", n).Msg("idle producers' state dropped")
 			}
 		}

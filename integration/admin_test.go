@@ -20,6 +20,7 @@ import (
 
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/internal/redistest"
+	"github.com/kgate/kgate/redisstore"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -1149,4 +1150,34 @@ func TestAdminResetForwardAnswerLost(t *testing.T) {
 			t.Fatalf("committed offset after the refused shift: %d, want 1, unmoved", o.CommittedOffset)
 		}
 	})
+}
+
+// TestAdminReportsRedisDown: with the one Redis down no partition of a report can be read, and the
+// offset and topic reports answer 503, as before they answered partitions one by one, so health
+// tooling still sees the outage.
+func TestAdminReportsRedisDown(t *testing.T) {
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	t.Cleanup(srv.Stop) // after the gateway's cleanup, which runs first
+	g := startGateway(t, backend{name: "dedicated", addrs: []string{srv.Addr}}, gatewayOpts{store: func(o *redisstore.Options) {
+		o.CommandTimeout = time.Second
+	}})
+	ctx := testCtx(t, 60*time.Second)
+	adm := newAdmin(t, g)
+	admCreateTopics(t, ctx, adm, 3, nil, "adm-down")
+	offs := kadm.Offsets{}
+	for p := range int32(3) {
+		offs.Add(kadm.Offset{Topic: "adm-down", Partition: p, At: 0, LeaderEpoch: -1})
+	}
+	if resp, err := adm.CommitOffsets(ctx, "adm-down-group", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	admJSON(t, http.MethodGet, g.AdminURL+"/api/v1/topics/adm-down", nil, http.StatusOK, nil) // the topic's entry cached
+	srv.Stop()
+	for _, path := range []string{"/api/v1/topics/adm-down", "/api/v1/topics", "/api/v1/groups", "/api/v1/groups/adm-down-group",
+		"/api/v1/groups/adm-down-group/offsets"} {
+		admWantError(t, http.MethodGet, g.AdminURL+path, nil, http.StatusServiceUnavailable)
+	}
 }

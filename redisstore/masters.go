@@ -15,7 +15,7 @@ import (
 // masters' slots. A pipeline across masters does not: the cluster client, its retries for the master
 // down out of time, gives every command of it the context's error, those the other masters answered
 // too, and only after the command timeout. So the calls that span partitions (Read, the offsets
-// reads, DeleteRecordsOf, LookUpTimes) run each master's share on its own (acrossMasters): one
+// reads, DeleteRecordsOf, LookUpTimes, ExpireProducers, StreamMemory) run each master's share on its own (acrossMasters): one
 // pipeline per master, as the cluster client sends anyway, so the round trips are the same, and a
 // master that fails fails its own partitions alone.
 

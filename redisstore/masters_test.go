@@ -198,6 +198,13 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 		m, _ := cc.MasterForKey(ctx, s.keys.meta("outage", p))
 		down[p] = m == victim
 	}
+	// An idle producer's state on each partition, for ExpireProducers to drop.
+	idle := time.Now().Add(-48 * time.Hour).UnixMilli()
+	for _, p := range all {
+		if err := s.Client().HSet(ctx, s.keys.meta("outage", p), "p:7", "0,4", "t:7", idle).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, m := range rc.Masters {
 		if m.Addr == victim.Options().Addr {
 			if err := m.Pause(); err != nil {
@@ -229,7 +236,7 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 			}
 		}
 	}
-	for range 2 {
+	for call := range 2 {
 		start := time.Now()
 		res := s.Read(ctx, reqs)
 		errs := make([]error, len(res))
@@ -271,6 +278,33 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 		}
 		errs = s.CommitOffsets(ctx, group, "", commits, time.Now())
 		check("CommitOffsets", errs, time.Since(start), func(int) error { return nil })
+
+		start = time.Now()
+		mem, errs := s.StreamMemory(ctx, "outage", all)
+		check("StreamMemory", errs, time.Since(start), func(i int) error {
+			if mem[i] <= 0 {
+				return errors.New("memory " + strconv.FormatInt(mem[i], 10))
+			}
+			return nil
+		})
+
+		// The live masters' partitions drop their idle producer (the first call; none is left after),
+		// and the call fails for the paused master's.
+		start = time.Now()
+		now := time.Now()
+		dropped, err := s.ExpireProducers(ctx, "outage", all, now.Add(-24*time.Hour), now)
+		wantDropped := 0
+		if call == 0 {
+			for _, p := range all {
+				if !down[p] {
+					wantDropped++
+				}
+			}
+		}
+		if took := time.Since(start); dropped != wantDropped || !IsUnavailable(err) || took > masterLag+commandTimeout/4 {
+			t.Errorf("ExpireProducers with a master paused (call %d): %d dropped, %v, in %v; want %d (the live masters' partitions) and a Redis failure within %v",
+				call+1, dropped, err, took, wantDropped, masterLag+commandTimeout/4)
+		}
 
 		start = time.Now()
 		trimmed := s.DeleteRecordsOf(ctx, "outage", trims)

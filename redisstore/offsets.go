@@ -432,23 +432,39 @@ func (s *Store) OffsetKeys(group string) (canonical, sidecar, metadata string) {
 // batch was stored before cutoff (Apache's producer.id.expiration.ms): every producer id that wrote to a
 // partition otherwise keeps a field in its meta hash for good. A dropped producer's next batch is
 // accepted at any sequence, as on Apache; a retry of one of its batches from before is then no longer
-// recognised. One pipeline for all the partitions; it returns the number of producers dropped.
+// recognised. It returns the number of producers dropped on the partitions whose expiry ran, and the
+// first failure of the others. One pipeline per master: on a Redis Cluster a master down fails its
+// own partitions alone, not every partition after the command timeout (perMaster).
 func (s *Store) ExpireProducers(ctx context.Context, topic string, partitions []int32, cutoff, now time.Time) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(partitions))
-	for i, p := range partitions {
-		// EVAL, not EVALSHA: a pipelined script has no NOSCRIPT fallback.
-		cmds[i] = expireProducersScript.Eval(ctx, pipe, []string{s.keys.meta(topic, p)}, cutoff.UnixMilli(), now.UnixMilli())
+	type answer struct {
+		dropped int
+		err     error
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, err
-	}
+	res := perMaster(ctx, s, len(partitions), func(i int) string { return s.keys.meta(topic, partitions[i]) },
+		func(ctx context.Context, idx []int) []answer {
+			pipe := s.rdb.Pipeline()
+			cmds := make([]*redis.Cmd, len(idx))
+			for k, i := range idx {
+				// EVAL, not EVALSHA: a pipelined script has no NOSCRIPT fallback.
+				cmds[k] = expireProducersScript.Eval(ctx, pipe, []string{s.keys.meta(topic, partitions[i])}, cutoff.UnixMilli(), now.UnixMilli())
+			}
+			_, _ = pipe.Exec(ctx)
+			out := make([]answer, len(idx))
+			for k, c := range cmds {
+				n, err := c.Int()
+				out[k] = answer{n, err}
+			}
+			return out
+		}, func(a answer) bool { return a.err == nil }, answer{err: errMasterLagging})
 	dropped := 0
-	for _, c := range cmds {
-		n, _ := c.Int()
-		dropped += n
+	var first error
+	for _, a := range res {
+		dropped += a.dropped
+		if first == nil {
+			first = a.err
+		}
 	}
-	return dropped, nil
+	return dropped, first
 }
