@@ -12,13 +12,15 @@ package gateway
 //
 // Errors: a partition beginning with a transactional batch -> TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 // for every partition, before anything else, as Apache answers it; unknown topic or partition ->
-// UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics); zstd below v7 ->
-// UNSUPPORTED_COMPRESSION_TYPE, then a second batch -> INVALID_RECORD, as Apache's request validation
-// answers them; a base offset other than 0 -> INVALID_RECORD, as Apache's log answers it (all read
-// from the headers, ahead of the size and the CRC, in Apache's order); batch larger than max.message.bytes, or decompressing past
-// what is left of the request's budget (kafka.max_frame_bytes for all its batches) ->
-// MESSAGE_TOO_LARGE; bad CRC -> CORRUPT_MESSAGE; a batch badly built, several batches, no records or
-// magic 0/1 -> INVALID_RECORD (as Apache's ProduceRequest validation and LogValidator answer them); a
+// UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics); no whole first batch or one of magic 0/1
+// -> INVALID_RECORD, then zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE, then a corrupt header after
+// the first batch -> CORRUPT_MESSAGE or a second batch -> INVALID_RECORD, as Apache's request
+// validation answers them; a base offset other than 0 -> INVALID_RECORD, as Apache's log answers it
+// (all read from the headers, ahead of the size and the CRC, in Apache's order; bytes after the first
+// batch that are not a whole one are ignored, as Apache's log drops them); batch larger than
+// max.message.bytes, or decompressing past what is left of the request's budget (kafka.max_frame_bytes
+// for all its batches) -> MESSAGE_TOO_LARGE; bad CRC -> CORRUPT_MESSAGE; a batch badly built or with no
+// records -> INVALID_RECORD (as Apache's LogValidator answers it); a
 // CreateTime timestamp outside the topic's message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP
 // with record_errors and error_message, as LogValidator answers it; acks outside {-1,0,1} ->
 // INVALID_REQUIRED_ACKS. Redis failures -> NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable;
@@ -106,7 +108,7 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				continue
 			}
 			rp := &rt.Partitions[pi]
-			head := batchHeadError(req.Version, rp.Records)
+			head, records := batchHeadError(req.Version, rp.Records)
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
@@ -119,13 +121,13 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case head != 0:
 				sp.ErrorCode = head
-			case len(rp.Records) > g.maxMessageBytes(topic):
+			case len(records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
 			default:
 				// The request's batches take at most the largest frame accepted in memory beyond the
 				// frame, in all (decompressed, and as records): a request of a few kilobytes must not
 				// take gigabytes, whatever its partitions.
-				b, held, code := g.decodeProduceBatch(rt.Topic, rp, topic, now, int(g.cfg.MaxFrameBytes)-j.held, &sp)
+				b, held, code := g.decodeProduceBatch(rt.Topic, rp.Partition, records, topic, now, int(g.cfg.MaxFrameBytes)-j.held, &sp)
 				if code != 0 {
 					sp.ErrorCode = code
 					break
@@ -159,26 +161,42 @@ func transactionalBatch(req *kmsg.ProduceRequest) bool {
 	return false
 }
 
-// batchHeadError is the error Apache answers a partition's batch with from its headers alone, before
-// its size, CRC or records are looked at (0 for none), in Apache's order: zstd in the first batch
-// below Produce v7 is UNSUPPORTED_COMPRESSION_TYPE, then a second batch INVALID_RECORD (both
-// ProduceRequest.validateRecords; KIP-110 gave zstd v7), then a base offset other than 0
-// INVALID_RECORD (the log's check of a client's magic 2 batch, UnifiedLog's analyzeAndValidateRecords;
-// clients send 0, the broker assigns offsets). A batch whose header cannot be read is left to the
-// decoder. A few bytes read per batch, none per record.
-func batchHeadError(version int16, records []byte) int16 {
-	h, ok := protocol.PeekBatch(records)
+// batchHeadError is the error Apache answers a partition's records with from their batch headers
+// alone, before the first batch's size, CRC or records are looked at (0 for none), in Apache's order,
+// and the bytes to decode and append. Its request validation (ProduceRequest.validateRecords, reading
+// each header as its batch iterator does: protocol.NextBatch) refuses records that do not begin with a
+// whole batch, or whose first batch is not magic 2, with INVALID_RECORD, zstd below Produce v7 with
+// UNSUPPORTED_COMPRESSION_TYPE (KIP-110), a corrupt header after the first batch with CORRUPT_MESSAGE
+// and a whole second batch with INVALID_RECORD; then its log refuses a base offset other than 0 with
+// INVALID_RECORD (UnifiedLog's analyzeAndValidateRecords; clients send 0, the broker assigns offsets)
+// and keeps the whole batches alone: bytes after the first batch that are not one are dropped, and
+// max.message.bytes is held against the batch. A first header the iterator refuses, and a magic 2
+// batch shorter than its header, are left to the decoder with every byte. A few bytes read per
+// partition, none per record.
+func batchHeadError(version int16, records []byte) (code int16, batch []byte) {
+	size, magic, corrupt := protocol.NextBatch(records)
 	switch {
-	case !ok:
-		return 0
-	case version < 7 && h.Compression() == protocol.CodecZstd:
-		return kerr.UnsupportedCompressionType.Code
-	case protocol.SecondBatch(records):
-		return kerr.InvalidRecord.Code
-	case h.BaseOffset != 0:
-		return kerr.InvalidRecord.Code
+	case corrupt:
+		return 0, records
+	case size == 0, magic != 2:
+		return kerr.InvalidRecord.Code, nil
 	}
-	return 0
+	h, ok := protocol.PeekBatch(records[:size])
+	if !ok {
+		return 0, records
+	}
+	next, _, nextCorrupt := protocol.NextBatch(records[size:])
+	switch {
+	case version < 7 && h.Compression() == protocol.CodecZstd:
+		return kerr.UnsupportedCompressionType.Code, nil
+	case nextCorrupt:
+		return kerr.CorruptMessage.Code, nil
+	case next > 0:
+		return kerr.InvalidRecord.Code, nil
+	case h.BaseOffset != 0:
+		return kerr.InvalidRecord.Code, nil
+	}
+	return 0, records[:size]
 }
 
 // supersededEntries marks the partition entries of req that a later entry for the same topic and
@@ -355,15 +373,15 @@ var errAcksZeroFailed = errors.New("gateway: acks=0 produce failed")
 // a batch means the same everywhere (docs/COMPATIBILITY.md).
 const maxRecordHeaders = 1000
 
-// decodeProduceBatch validates and decodes one partition's records into a store batch, decompressing
-// them into at most budget bytes, and returns the bytes decompression took. Records it refuses one by
-// one (timestamps out of the topic's range) are listed in sp with its error message, as Apache's
-// LogValidator lists them.
-func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicPartition, t redisstore.Topic, now int64, budget int, sp *kmsg.ProduceResponseTopicPartition) (*redisstore.Batch, int, int16) {
+// decodeProduceBatch validates and decodes one partition's records (the batch batchHeadError keeps)
+// into a store batch, decompressing them into at most budget bytes, and returns the bytes
+// decompression took. Records it refuses one by one (timestamps out of the topic's range) are listed
+// in sp with its error message, as Apache's LogValidator lists them.
+func (g *Gateway) decodeProduceBatch(topic string, partition int32, records []byte, t redisstore.Topic, now int64, budget int, sp *kmsg.ProduceResponseTopicPartition) (*redisstore.Batch, int, int16) {
 	wire := wireRecordSlabs.Get().(*[]protocol.Record)
 	used := cap(*wire) // cleared in full unless the decode shows what it took
 	defer func() { putWireRecords(wire, used) }()
-	decoded, err := protocol.DecodeBatchesInto(rp.Records, max(budget, 1), *wire) // 0 would mean its default
+	decoded, err := protocol.DecodeBatchesInto(records, max(budget, 1), *wire) // 0 would mean its default
 	if len(decoded) == 1 {
 		if recs := decoded[0].Records; cap(recs) > cap(*wire) {
 			*wire = recs[:0] // the slab had no room: the records' own is kept instead
@@ -372,8 +390,9 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	}
 	switch {
 	case errors.Is(err, protocol.ErrUnsupportedMagic):
-		// As Apache's ProduceRequest validation answers it from v3 (UNSUPPORTED_FOR_MESSAGE_FORMAT is
-		// for a topic whose message format is older than the batch's).
+		// Magic 0/1 is refused by batchHeadError, as Apache's ProduceRequest validation refuses it;
+		// what gets here is a first header of a magic Kafka does not know (UNSUPPORTED_FOR_MESSAGE_FORMAT
+		// is for a topic whose message format is older than the batch's).
 		return nil, 0, kerr.InvalidRecord.Code
 	case errors.Is(err, protocol.ErrBatchTooLarge):
 		return nil, 0, kerr.MessageTooLarge.Code
@@ -411,13 +430,13 @@ func (g *Gateway) decodeProduceBatch(topic string, rp *kmsg.ProduceRequestTopicP
 	}
 	b := &redisstore.Batch{
 		Topic:         topic,
-		Partition:     rp.Partition,
+		Partition:     partition,
 		Records:       redisstore.RecycledRecords(len(pb.Records)),
 		ProducerID:    pb.ProducerID,
 		ProducerEpoch: pb.ProducerEpoch,
 		BaseSequence:  pb.BaseSequence,
 		// A topic deleted while this request was on its way must not come back with its records.
-		KnownPartition: rp.Partition < t.PartitionMeta,
+		KnownPartition: partition < t.PartitionMeta,
 	}
 	if b.ProducerID < 0 {
 		b.ProducerID = -1

@@ -91,7 +91,7 @@ func BenchmarkProduceDecode(b *testing.B) {
 			b.Run(fmt.Sprintf("headers=%d/records=%d", hdrs, n), func(b *testing.B) {
 				b.SetBytes(int64(len(rp.Records)))
 				benchrec.PerRecord(b, n, func() {
-					if _, _, code := g.decodeProduceBatch("bench", rp, topic, 0, 100<<20, &kmsg.ProduceResponseTopicPartition{}); code != 0 {
+					if _, _, code := g.decodeProduceBatch("bench", rp.Partition, rp.Records, topic, 0, 100<<20, &kmsg.ProduceResponseTopicPartition{}); code != 0 {
 						b.Fatalf("decode: error code %d", code)
 					}
 				})

@@ -121,9 +121,7 @@ func TestProduceRecordsRecycled(t *testing.T) {
 	g := &Gateway{}
 	decode := func(raw []byte) *redisstore.Batch {
 		t.Helper()
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = raw
-		b, _, code := g.decodeProduceBatch("t", &rp, redisstore.Topic{}, 0, 1<<30, &kmsg.ProduceResponseTopicPartition{})
+		b, _, code := g.decodeProduceBatch("t", 0, raw, redisstore.Topic{}, 0, 1<<30, &kmsg.ProduceResponseTopicPartition{})
 		if code != 0 {
 			t.Fatalf("error code %d", code)
 		}

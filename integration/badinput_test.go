@@ -416,9 +416,10 @@ func TestProduceZstdBelowV7(t *testing.T) {
 // Kafka answers first. Apache refuses a whole request any of whose partitions begins with a
 // transactional batch (KafkaApis.handleProduceRequest, before it looks at topics or records) when it
 // names no transactional id, ahead of acks; then for each partition its request validation
-// (ProduceRequest.validateRecords) checks the first batch's magic, then zstd below v7
-// (UNSUPPORTED_COMPRESSION_TYPE), then that no second batch follows (INVALID_RECORD); the log then
-// checks the base offset, the size and the CRC. Nothing of any of them is stored.
+// (ProduceRequest.validateRecords) checks that the records begin with a whole batch and its magic
+// (INVALID_RECORD), then zstd below v7 (UNSUPPORTED_COMPRESSION_TYPE), then that no second batch
+// follows (INVALID_RECORD); the log then checks the base offset, the size and the CRC. Nothing of any
+// of them is stored.
 func TestProduceValidationOrder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -445,6 +446,10 @@ func TestProduceValidationOrder(t *testing.T) {
 		txnAt5 := txn
 		txnAt5.BaseOffset = 5
 		cat := func(bs ...[]byte) []byte { return slices.Concat(bs...) }
+		noise := make([]byte, 300)
+		rand.New(rand.NewSource(4)).Read(noise)
+		large := rawBatch(t, -1, -1, -1, now, string(noise)) // above order-small's max.message.bytes
+		withMagic := func(magic byte) []byte { b := slices.Clone(large); b[16] = magic; return b }
 		var (
 			unsupported = kerr.UnsupportedCompressionType.Code
 			invalid     = kerr.InvalidRecord.Code
@@ -469,6 +474,11 @@ func TestProduceValidationOrder(t *testing.T) {
 			// Bytes after the first batch that are not a whole batch are not a second one: the first
 			// batch's CRC answers.
 			{"a bad CRC, then 3 bytes", 9, "order", -1, cat(badCRC(plain()), []byte{0, 0, 0}), corrupt},
+			// The request validation refuses a first batch of magic 0 or 1, and records without a
+			// whole first batch, before the log holds the batch against max.message.bytes.
+			{"magic 1, larger than max.message.bytes", 9, "order-small", -1, withMagic(1), invalid},
+			{"magic 0, larger than max.message.bytes", 9, "order-small", -1, withMagic(0), invalid},
+			{"a truncated batch larger than max.message.bytes", 9, "order-small", -1, large[:len(large)-1], invalid},
 			// A transactional batch is refused before anything else is looked at.
 			{"transactional, base offset 5", 9, "order", -1, build(protocol.CodecNone, txnAt5), refused},
 			{"transactional zstd", 6, "order", -1, build(protocol.CodecZstd, txn), refused},
@@ -491,6 +501,152 @@ func TestProduceValidationOrder(t *testing.T) {
 			topic string
 			n     int
 		}{{"order", 16}, {"order-small", 2}} {
+			for p := range tp.n {
+				if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tp.topic, p)).Result(); err != nil || n != 0 {
+					t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", tp.topic, p, n, err)
+				}
+			}
+		}
+		c.apiVersionsOK()
+	})
+}
+
+// TestProduceTrailingBytes: bytes after a partition's first batch that are not a whole batch are
+// ignored, as Apache's batch iterator ends there (ByteBufferLogInputStream: fewer bytes than a length
+// and a magic, or than the length counts) and its log keeps the whole batches alone: the batch is
+// stored and fetched back without them, and max.message.bytes is held against the batch, not the
+// bytes after it.
+func TestProduceTrailingBytes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		now := time.Now().UnixMilli()
+		first := rawBatch(t, -1, -1, -1, now, "kept", "too")
+		exact := fmt.Sprint(len(first))
+		mustCreateTopics(t, ctx, adm, 8, nil, "trailing")
+		mustCreateTopics(t, ctx, adm, 1, map[string]*string{"max.message.bytes": &exact}, "trailing-exact")
+		next := rawBatch(t, -1, -1, -1, now, "next")
+		headerWithLength := func(n, length int) []byte { // n bytes of a batch header declaring length
+			h := make([]byte, max(n, 17))
+			binary.BigEndian.PutUint32(h[8:], uint32(length))
+			h[16] = 2
+			return h[:n]
+		}
+		magic0 := slices.Clone(next)
+		magic0[16] = 0
+		cases := []struct {
+			name, topic string
+			partition   int32
+			records     []byte
+		}{
+			{"3 bytes", "trailing", 0, slices.Concat(first, []byte{1, 2, 3})},
+			{"11 bytes", "trailing", 1, slices.Concat(first, headerWithLength(11, 13))},
+			{"a length of 14, no magic", "trailing", 2, slices.Concat(first, headerWithLength(12, 14))},
+			{"16 bytes of a header", "trailing", 3, slices.Concat(first, headerWithLength(16, 500))},
+			{"a header up to the magic", "trailing", 4, slices.Concat(first, headerWithLength(17, 500))},
+			{"a truncated batch", "trailing", 5, slices.Concat(first, next[:len(next)-1])},
+			{"a truncated magic 0 message", "trailing", 6, slices.Concat(first, magic0[:len(magic0)-1])},
+			{"a length past 2 GiB", "trailing", 7, slices.Concat(first, headerWithLength(17, 1<<31-13))},
+			// max.message.bytes is the batch's size: the bytes after it take the request above it.
+			{"a batch of max.message.bytes, then a truncated batch", "trailing-exact", 0, slices.Concat(first, next[:len(next)-1])},
+		}
+		c := dialRaw(t, g.Addr)
+		for _, tc := range cases {
+			sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, 9, produceReq(tc.topic, tc.partition, -1, tc.records)))
+			if sp.ErrorCode != 0 || sp.BaseOffset != 0 {
+				t.Errorf("%s: error %d, base offset %d; want the batch stored at 0", tc.name, sp.ErrorCode, sp.BaseOffset)
+				continue
+			}
+			got := fetchedValues(t, fetchPart(t, roundTrip[*kmsg.FetchResponse](c, 12, fetchReq(tc.topic, [16]byte{}, tc.partition, 0, 1<<20))))
+			if !slices.Equal(got, []string{"0:kept", "1:too"}) {
+				t.Errorf("%s: fetched %v, want [0:kept 1:too]", tc.name, got)
+			}
+		}
+		c.apiVersionsOK()
+	})
+}
+
+// TestProduceCorruptSecondBatch: a header after a partition's first batch that declares a length below
+// a magic 0 message's overhead (14), or a magic other than 0-2, is CORRUPT_MESSAGE, as Apache's batch
+// iterator throws CorruptRecordException there (ByteBufferLogInputStream.nextBatchSize) when its request
+// validation (ProduceRequest.validateRecords) looks for a second batch: after the first batch's magic
+// and zstd below v7, before the log's base offset, size and CRC checks; the magic is checked before the
+// bytes the length counts are. A whole second batch ends the look before a corrupt third. Nothing of
+// any of them is stored.
+func TestProduceCorruptSecondBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		mustCreateTopics(t, ctx, adm, 12, nil, "corrupt2")
+		mustCreateTopics(t, ctx, adm, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("100")}, "corrupt2-small")
+		now := time.Now().UnixMilli()
+		build := func(codec protocol.Codec, baseOffset int64, value string) []byte {
+			out, err := protocol.AppendCompressedBatch(nil, protocol.Batch{BaseOffset: baseOffset, PartitionLeaderEpoch: -1,
+				FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+				Records: []protocol.Record{{Timestamp: now, Value: []byte(value)}}}, codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		first := build(protocol.CodecNone, 0, "first")
+		next := build(protocol.CodecNone, 0, "next")
+		withLength := func(batch []byte, n int, length int32) []byte { // batch's first n bytes, declaring length
+			out := slices.Clone(batch[:n])
+			binary.BigEndian.PutUint32(out[8:], uint32(length))
+			return out
+		}
+		withMagic := func(batch []byte, magic byte) []byte {
+			out := slices.Clone(batch)
+			out[16] = magic
+			return out
+		}
+		badCRC := func(b []byte) []byte { b[len(b)-2] ^= 0x20; return b }
+		noise := make([]byte, 300)
+		rand.New(rand.NewSource(3)).Read(noise)
+		var (
+			corrupt     = kerr.CorruptMessage.Code
+			invalid     = kerr.InvalidRecord.Code
+			unsupported = kerr.UnsupportedCompressionType.Code
+		)
+		cases := []struct {
+			name    string
+			version int16
+			topic   string
+			records []byte
+			want    int16
+		}{
+			{"a length of 13, 12 bytes", 9, "corrupt2", slices.Concat(first, withLength(next, 12, 13)), corrupt},
+			{"a length of 13, whole", 9, "corrupt2", slices.Concat(first, withLength(next, len(next), 13)), corrupt},
+			{"a length of -1", 9, "corrupt2", slices.Concat(first, withLength(next, len(next), -1)), corrupt},
+			{"magic 3", 9, "corrupt2", slices.Concat(first, withMagic(next, 3)), corrupt},
+			{"magic -1, 17 bytes", 9, "corrupt2", slices.Concat(first, withMagic(next, 0xff)[:17]), corrupt},
+			// Ahead of the log's checks of the first batch.
+			{"base offset 5, then magic 3", 9, "corrupt2", slices.Concat(build(protocol.CodecNone, 5, "at 5"), withMagic(next, 3)), corrupt},
+			{"a bad CRC, then a length of 13", 9, "corrupt2", slices.Concat(badCRC(build(protocol.CodecNone, 0, "crc")), withLength(next, 12, 13)), corrupt},
+			{"too large, then magic 3", 9, "corrupt2-small", slices.Concat(build(protocol.CodecNone, 0, string(noise)), withMagic(next, 3)), corrupt},
+			// Behind the request validation's checks of the first batch.
+			{"zstd below v7, then magic 3", 6, "corrupt2", slices.Concat(build(protocol.CodecZstd, 0, "z"), withMagic(next, 3)), unsupported},
+			{"a whole second batch, then magic 3", 9, "corrupt2", slices.Concat(first, next, withMagic(next, 3)), invalid},
+			// A whole magic 1 first batch is refused for its magic before anything after it is read.
+			{"magic 1, then magic 3", 9, "corrupt2", slices.Concat(withMagic(first, 1), withMagic(next, 3)), invalid},
+		}
+		c := dialRaw(t, g.Addr)
+		for p, tc := range cases {
+			req := produceReq(tc.topic, int32(p), -1, tc.records)
+			if tc.topic == "corrupt2-small" {
+				req.Topics[0].Partitions[0].Partition = 0
+			}
+			if sp := producePart(t, roundTrip[*kmsg.ProduceResponse](c, tc.version, req)); sp.ErrorCode != tc.want {
+				t.Errorf("%s (v%d): error %d, want %d", tc.name, tc.version, sp.ErrorCode, tc.want)
+			}
+		}
+		for _, tp := range []struct {
+			topic string
+			n     int
+		}{{"corrupt2", 12}, {"corrupt2-small", 1}} {
 			for p := range tp.n {
 				if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tp.topic, p)).Result(); err != nil || n != 0 {
 					t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", tp.topic, p, n, err)

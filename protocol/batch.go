@@ -189,21 +189,32 @@ func PeekBatch(data []byte) (b Batch, ok bool) {
 	return b, true
 }
 
-// SecondBatch reports whether data, the Records bytes of one Produce partition, holds a whole batch
-// after its first (which PeekBatch reads), as Apache's batch iterator finds one: a length of at least a
-// magic 0 message's overhead, a magic Kafka knows (0-2) and the bytes it counts all there. Bytes after
-// the first batch that are not such a batch are not a second one (DecodeBatches refuses them).
-func SecondBatch(data []byte) bool {
-	if _, ok := PeekBatch(data); !ok {
-		return false
+// NextBatch reads the batch at the start of data as Kafka's batch iterator does
+// (ByteBufferLogInputStream.nextBatch), from its length and magic alone: size is the whole batch's
+// bytes, its length plus the 12 bytes before it, or 0 when data does not hold one (fewer bytes than
+// the length and the magic take, or than the length counts: the iteration ends there, and a broker
+// ignores the bytes). corrupt is set instead when the length is below a magic 0 message's overhead or
+// the magic is not one Kafka knows (0-2), where the iterator throws CorruptRecordException; the length
+// is checked as soon as it is there, the magic before the bytes the length counts. magic is the whole
+// batch's.
+func NextBatch(data []byte) (size int, magic int8, corrupt bool) {
+	if len(data) < batchLenExtra {
+		return 0, 0, false
 	}
-	rest := data[batchLenExtra+int(binary.BigEndian.Uint32(data[batchLenOffset:])):]
-	if len(rest) <= magicOffset {
-		return false
+	length := int32(binary.BigEndian.Uint32(data[batchLenOffset:]))
+	if length < legacyMessageOverhead {
+		return 0, 0, true
 	}
-	length := int32(binary.BigEndian.Uint32(rest[batchLenOffset:]))
-	magic := int8(rest[magicOffset])
-	return length >= legacyMessageOverhead && magic >= 0 && magic <= 2 && int64(length) <= int64(len(rest)-batchLenExtra)
+	if len(data) <= magicOffset {
+		return 0, 0, false
+	}
+	if magic = int8(data[magicOffset]); magic < 0 || magic > 2 {
+		return 0, 0, true
+	}
+	if int64(length) > int64(len(data)-batchLenExtra) {
+		return 0, 0, false
+	}
+	return batchLenExtra + int(length), magic, false
 }
 
 // legacyMessageOverhead is the smallest length a batch of any magic can declare (a magic 0 message's

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"reflect"
-	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -569,41 +568,46 @@ func TestPeekBatch(t *testing.T) {
 	}
 }
 
-// TestSecondBatch: a whole batch after the first is a second one, of any magic Kafka knows; bytes after
-// the first that are too few, declare a length below a message's overhead or more bytes than follow,
-// or carry an unknown magic are not (Apache's batch iterator stops or fails there, and the decoder
-// refuses them).
-func TestSecondBatch(t *testing.T) {
-	first := mustCompressed(t, testBatch(2, 3), CodecNone)
-	next := mustCompressed(t, testBatch(1, 2), CodecZstd)
-	magic1 := bytes.Clone(next)
-	magic1[magicOffset] = 1
-	magic3 := bytes.Clone(next)
-	magic3[magicOffset] = 3
-	tooShort := bytes.Clone(next)
-	binary.BigEndian.PutUint32(tooShort[batchLenOffset:], legacyMessageOverhead-1)
-	overhead := bytes.Clone(next)
-	binary.BigEndian.PutUint32(overhead[batchLenOffset:], legacyMessageOverhead)
+// TestNextBatch: a batch is read as Apache's batch iterator reads it: a whole batch of any magic Kafka
+// knows has its size; too few bytes for the length and magic, or for what the length counts, are none;
+// a length below a message's overhead (as soon as it is there) or an unknown magic (before the bytes
+// the length counts) is corrupt.
+func TestNextBatch(t *testing.T) {
+	batch := mustCompressed(t, testBatch(1, 2), CodecZstd)
+	withMagic := func(m byte) []byte { b := bytes.Clone(batch); b[magicOffset] = m; return b }
+	withLength := func(n int, length int32) []byte {
+		b := bytes.Clone(batch[:n])
+		binary.BigEndian.PutUint32(b[batchLenOffset:], uint32(length))
+		return b
+	}
+	whole := len(batch)
 	for _, tc := range []struct {
-		name   string
-		data   []byte
-		second bool
+		name    string
+		data    []byte
+		size    int
+		magic   int8
+		corrupt bool
 	}{
-		{"one batch", first, false},
-		{"two", slices.Concat(first, next), true},
-		{"three", slices.Concat(first, next, next), true},
-		{"then magic 1", slices.Concat(first, magic1), true},
-		{"then a message's overhead", slices.Concat(first, overhead[:batchLenExtra+legacyMessageOverhead]), true},
-		{"then 3 bytes", slices.Concat(first, []byte{0, 0, 0}), false},
-		{"then up to the magic", slices.Concat(first, next[:magicOffset]), false},
-		{"then a truncated batch", slices.Concat(first, next[:len(next)-1]), false},
-		{"then magic 3", slices.Concat(first, magic3), false},
-		{"then a length below a message's overhead", slices.Concat(first, tooShort), false},
-		{"a truncated first batch", slices.Concat(first[:len(first)-1], next), false},
-		{"empty", nil, false},
+		{"whole", batch, whole, 2, false},
+		{"whole, then more", append(bytes.Clone(batch), 1, 2, 3), whole, 2, false},
+		{"magic 1", withMagic(1), whole, 1, false},
+		{"magic 0", withMagic(0), whole, 0, false},
+		{"a message's overhead", withLength(batchLenExtra+legacyMessageOverhead, legacyMessageOverhead), batchLenExtra + legacyMessageOverhead, 2, false},
+		{"empty", nil, 0, 0, false},
+		{"11 bytes", batch[:batchLenExtra-1], 0, 0, false},
+		{"up to the length", batch[:batchLenExtra], 0, 0, false},
+		{"up to the magic", batch[:magicOffset], 0, 0, false},
+		{"truncated", batch[:whole-1], 0, 0, false},
+		{"a length past 2 GiB", withLength(magicOffset+1, 1<<31-1), 0, 0, false},
+		{"a length below a message's overhead", withLength(whole, legacyMessageOverhead-1), 0, 0, true},
+		{"a length below a message's overhead, 12 bytes", withLength(batchLenExtra, legacyMessageOverhead-1), 0, 0, true},
+		{"a negative length", withLength(whole, -1), 0, 0, true},
+		{"magic 3", withMagic(3), 0, 0, true},
+		{"magic -1, up to the magic", withMagic(0xff)[:magicOffset+1], 0, 0, true},
 	} {
-		if got := SecondBatch(tc.data); got != tc.second {
-			t.Errorf("%s: SecondBatch %v, want %v", tc.name, got, tc.second)
+		size, magic, corrupt := NextBatch(tc.data)
+		if size != tc.size || magic != tc.magic || corrupt != tc.corrupt {
+			t.Errorf("%s: size %d magic %d corrupt %v; want %d, %d, %v", tc.name, size, magic, corrupt, tc.size, tc.magic, tc.corrupt)
 		}
 	}
 }
