@@ -76,8 +76,8 @@ func (s *Store) LookUpTimes(ctx context.Context, topic string, lookups []TimeLoo
 	return s.lookUpTimes(ctx, topic, qs)
 }
 
-// OffsetsForTime is OffsetForTime of each of partitions of topic at ts, in their order, in the round
-// trips of the longest of them alone (LookUpTimes; ts -3 too is a timestamp here).
+// OffsetsForTime is OffsetForTime of each of partitions of topic at ts, in their order, 64 at a time in
+// the round trips of the longest of them alone (LookUpTimes; ts -3 too is a timestamp here).
 func (s *Store) OffsetsForTime(ctx context.Context, topic string, partitions []int32, ts int64) []TimeAnswer {
 	qs := make([]timeQuery, len(partitions))
 	for i, p := range partitions {
