@@ -33,7 +33,7 @@ func (c *conn) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (k
 		topic, terr := g.topics.get(ctx, rt.Topic)
 		// The topic's earliest and latest lookups are one Redis round trip (one per master of a Redis
 		// Cluster), not one per partition (a lag tool asks for every partition of every topic), and
-		// its timestamp lookups usually two, whatever the partitions (LookUpTimes). A topic deleted
+		// its timestamp lookups usually two for up to 64 partitions (LookUpTimes). A topic deleted
 		// through another gateway, while this one's view still lists it, is unknown rather than
 		// empty: those round trips check that its partitions still exist. On a Redis Cluster a
 		// master down fails its own partitions alone.

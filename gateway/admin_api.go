@@ -796,7 +796,7 @@ func (g *Gateway) apiResetOffsets(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var times []redisstore.TimeAnswer
-	if req.To == "timestamp" { // every partition's lookup together: the round trips of the longest
+	if req.To == "timestamp" { // the partitions' lookups together, 64 in the round trips of the longest
 		times = g.store.OffsetsForTime(ctx, req.Topic, parts, req.Value)
 	}
 	results := make([]resetResult, len(parts))

@@ -84,8 +84,8 @@ func (g *Gateway) enforceRetention(ctx context.Context, now time.Time) {
 		// below it is older, but a record appended since the scan must stay. A partition whose read
 		// failed (its master down) is left for the next pass, not the others with it.
 		offs, offErrs := g.store.EachPartitionOffsets(ctx, name, led)
-		// The partitions whose high watermark is known are scanned together (OffsetsForTime): a
-		// topic's scans take the round trips of its longest, not of each in turn.
+		// The partitions whose high watermark is known are scanned together (OffsetsForTime): 64 of
+		// a topic's scans take the round trips of their longest, not of each in turn.
 		var scanned []int32
 		var ends []int64
 		for i, p := range led {

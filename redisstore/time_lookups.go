@@ -64,9 +64,10 @@ type TimeAnswer struct {
 // LookUpTimes answers each of lookups, partitions of topic, in their order, as OffsetForTime or
 // MaxTimestamp of each would, in the round trips of the longest of them alone: the lookups go in
 // lock-step (lookUpTimesOn), most of them done in two round trips, so a ListOffsets by time costs
-// about the same for one partition or a hundred. On a Redis Cluster each master's lookups run at once
-// with the others' (acrossMasters): a master that fails, or does not answer, holds up and fails its
-// partitions alone. A lookup's error is its own.
+// about the same for one partition or 64 (timeLookupsAtOnce; more go in groups of as many, one after
+// the other, each within a command timeout of its own). On a Redis Cluster each master's lookups run
+// at once with the others' (acrossMasters): a master that fails, or does not answer, holds up and
+// fails its partitions alone. A lookup's error is its own.
 func (s *Store) LookUpTimes(ctx context.Context, topic string, lookups []TimeLookup) []TimeAnswer {
 	qs := make([]timeQuery, len(lookups))
 	for i, l := range lookups {
@@ -75,8 +76,8 @@ func (s *Store) LookUpTimes(ctx context.Context, topic string, lookups []TimeLoo
 	return s.lookUpTimes(ctx, topic, qs)
 }
 
-// OffsetsForTime is OffsetForTime of each of partitions of topic at ts, in their order, in the round
-// trips of the longest of them alone (LookUpTimes; ts -3 too is a timestamp here).
+// OffsetsForTime is OffsetForTime of each of partitions of topic at ts, in their order, 64 at a time in
+// the round trips of the longest of them alone (LookUpTimes; ts -3 too is a timestamp here).
 func (s *Store) OffsetsForTime(ctx context.Context, topic string, partitions []int32, ts int64) []TimeAnswer {
 	qs := make([]timeQuery, len(partitions))
 	for i, p := range partitions {
@@ -99,11 +100,25 @@ func (s *Store) lookUpOne(ctx context.Context, topic string, q timeQuery) (offse
 	return a.Offset, a.Timestamp, a.Found, a.Err
 }
 
-// lookUpTimes answers qs within one command timeout, each master's share by lookUpTimesOn.
+// timeLookupsAtOnce is the most lookups that go in lock-step within one command timeout. A round reads
+// a page of each scan (up to timeScanPage records), so a round's time and memory grow with its
+// lookups: the lookups of a topic of hundreds of partitions, each a few milliseconds alone, timed out
+// all together. The lookups past these go in further groups, one after the other.
+const timeLookupsAtOnce = 64
+
+// lookUpTimes answers qs in groups of timeLookupsAtOnce, each within a command timeout of its own.
 func (s *Store) lookUpTimes(ctx context.Context, topic string, qs []timeQuery) []TimeAnswer {
-	if len(qs) == 0 {
-		return nil
+	var out []TimeAnswer
+	for len(qs) > 0 {
+		n := min(len(qs), timeLookupsAtOnce)
+		out = append(out, s.lookUpTimesAtOnce(ctx, topic, qs[:n])...)
+		qs = qs[n:]
 	}
+	return out
+}
+
+// lookUpTimesAtOnce answers qs within one command timeout, each master's share by lookUpTimesOn.
+func (s *Store) lookUpTimesAtOnce(ctx context.Context, topic string, qs []timeQuery) []TimeAnswer {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	return perMaster(ctx, s, len(qs), func(i int) string { return s.keys.meta(topic, qs[i].partition) },

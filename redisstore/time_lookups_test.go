@@ -1,8 +1,13 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestLookUpTimesRoundTrips: LookUpTimes of 16 partitions takes the round trips of one partition's
@@ -155,4 +160,83 @@ func TestLookUpTimesGapsInLockStep(t *testing.T) {
 			t.Errorf("LookUpTimes of %d lookups on %d masters: %d round trips, want at most %d (the longest lookup's, %d, per master)", len(lookups), masters, n, longest*masters, longest)
 		}
 	})
+}
+
+// TestLookUpTimesOfManyPartitionsInTime: a lookup of a topic's hundreds of partitions answers each of
+// them on a Redis that takes a few milliseconds to answer each scan's page, as each partition's lookup
+// alone answers in a few milliseconds. The lookups went in lock-step within one command timeout, so
+// the call's time grew with its partitions and every one of them timed out together; they go in groups
+// of timeLookupsAtOnce, each within a command timeout of its own.
+func TestLookUpTimesOfManyPartitionsInTime(t *testing.T) {
+	for _, backend := range []string{"standalone", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			opts := backendOptions(t, backend)
+			opts.CommandTimeout = time.Second
+			s := openStore(t, opts)
+			ctx := t.Context()
+			const topic, partitions = "many-lookups", 900
+			mustCreateTopic(t, s, topic, partitions)
+			var batches []*Batch
+			var lookups []TimeLookup
+			for p := range int32(partitions) {
+				batches = append(batches, &Batch{Topic: topic, Partition: p, Records: plain("r", 3), ProducerID: -1})
+				lookups = append(lookups, TimeLookup{Partition: p, Timestamp: 1001, Known: true})
+			}
+			for _, r := range s.Append(ctx, batches) {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+			slowScans(t, s, 4*time.Millisecond)
+			start := time.Now()
+			answers := s.LookUpTimes(ctx, topic, lookups)
+			took := time.Since(start)
+			failed := 0
+			for i, a := range answers {
+				if want := (TimeAnswer{Offset: 1, Timestamp: 1001, Found: true}); a != want {
+					if failed++; failed <= 3 {
+						t.Errorf("lookup of partition %d: %+v, want %+v", lookups[i].Partition, a, want)
+					}
+				}
+			}
+			t.Logf("%d lookups at 4 ms a scan page: %v, %d failed", partitions, took, failed)
+		})
+	}
+}
+
+// slowScans has each Redis server of s take d to answer each XRANGE (a scan's page) it is sent, one
+// after the other, as a Redis busy with large reads does.
+func slowScans(t *testing.T, s *Store, d time.Duration) {
+	t.Helper()
+	add := func(_ context.Context, c *redis.Client) error {
+		var serving sync.Mutex // Redis answers one command at a time
+		slow := func(cmds ...redis.Cmder) {
+			for _, cmd := range cmds {
+				if cmd.Name() == "xrange" {
+					serving.Lock()
+					time.Sleep(d)
+					serving.Unlock()
+				}
+			}
+		}
+		c.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+			slow(cmds...)
+			return next(ctx, cmds)
+		}))
+		c.AddHook(processHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			slow(cmd)
+			return next(ctx, cmd)
+		}))
+		return nil
+	}
+	var err error
+	if cc, ok := s.Client().(*redis.ClusterClient); ok {
+		err = cc.ForEachShard(t.Context(), add)
+	} else {
+		err = add(t.Context(), s.Client().(*redis.Client))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
