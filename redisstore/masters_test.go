@@ -28,9 +28,19 @@ func serverTrips(t *testing.T, s *Store) *atomic.Int64 {
 		n.Add(1)
 		return next(ctx, cmd)
 	})
+	hookServers(t, s, func() []redis.Hook { return []redis.Hook{hook, single} })
+	return &n
+}
+
+// hookServers adds the hooks hooks makes, called once per server, to the client of each Redis server s
+// reaches (a cluster client's node clients, which send the commands; its own hooks see the calls, not
+// the round trips).
+func hookServers(t *testing.T, s *Store, hooks func() []redis.Hook) {
+	t.Helper()
 	add := func(_ context.Context, c *redis.Client) error {
-		c.AddHook(hook)
-		c.AddHook(single)
+		for _, h := range hooks() {
+			c.AddHook(h)
+		}
 		return nil
 	}
 	var err error
@@ -42,7 +52,6 @@ func serverTrips(t *testing.T, s *Store) *atomic.Int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &n
 }
 
 // mastersOf is how many masters hold the partitions of topic.

@@ -209,8 +209,8 @@ func TestLookUpTimesOfManyPartitionsInTime(t *testing.T) {
 // after the other, as a Redis busy with large reads does.
 func slowScans(t *testing.T, s *Store, d time.Duration) {
 	t.Helper()
-	add := func(_ context.Context, c *redis.Client) error {
-		var serving sync.Mutex // Redis answers one command at a time
+	hookServers(t, s, func() []redis.Hook {
+		var serving sync.Mutex // a server answers one command at a time
 		slow := func(cmds ...redis.Cmder) {
 			for _, cmd := range cmds {
 				if cmd.Name() == "xrange" {
@@ -220,23 +220,15 @@ func slowScans(t *testing.T, s *Store, d time.Duration) {
 				}
 			}
 		}
-		c.AddHook(pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
-			slow(cmds...)
-			return next(ctx, cmds)
-		}))
-		c.AddHook(processHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-			slow(cmd)
-			return next(ctx, cmd)
-		}))
-		return nil
-	}
-	var err error
-	if cc, ok := s.Client().(*redis.ClusterClient); ok {
-		err = cc.ForEachShard(t.Context(), add)
-	} else {
-		err = add(t.Context(), s.Client().(*redis.Client))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return []redis.Hook{
+			pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+				slow(cmds...)
+				return next(ctx, cmds)
+			}),
+			processHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				slow(cmd)
+				return next(ctx, cmd)
+			}),
+		}
+	})
 }
