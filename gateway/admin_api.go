@@ -522,6 +522,9 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 		byTopic[c.Topic] = append(byTopic[c.Topic], len(out))
 		out = append(out, po)
 	}
+	// Every topic's partitions are read in one call (logOffsets): parts[i] is out[at[i]]'s.
+	var parts []partKey
+	var at []int
 	for topic, idx := range byTopic {
 		t, err := g.topics.get(ctx, topic)
 		switch {
@@ -536,29 +539,22 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 			}
 			continue
 		}
-		parts := make([]int32, 0, len(idx))
-		var known []int
 		for _, j := range idx {
 			if out[j].Partition < t.Partitions {
-				parts = append(parts, out[j].Partition)
-				known = append(known, j)
+				parts, at = append(parts, partKey{topic, out[j].Partition}), append(at, j)
 			} else {
 				out[j].UnknownTopic = true // a partition the topic created again under the name lacks
 			}
 		}
-		idx = known
-		if len(parts) == 0 {
+	}
+	offs, errs := g.logOffsets(ctx, parts)
+	for i, j := range at {
+		if errs[i] != nil {
+			out[j].failed(errs[i])
 			continue
 		}
-		offs, errs := g.store.EachPartitionOffsets(ctx, topic, parts)
-		for i, j := range idx {
-			if errs[i] != nil {
-				out[j].failed(errs[i])
-				continue
-			}
-			lag := max(offs[i].End-out[j].CommittedOffset, 0)
-			out[j].LogStartOffset, out[j].LogEndOffset, out[j].Lag = &offs[i].Start, &offs[i].End, &lag
-		}
+		lag := max(offs[i].End-out[j].CommittedOffset, 0)
+		out[j].LogStartOffset, out[j].LogEndOffset, out[j].Lag = &offs[i].Start, &offs[i].End, &lag
 	}
 	return out, nil
 }
@@ -949,6 +945,41 @@ type partitionDetail struct {
 // describeTopic reads t's partitions, each failing on its own (partitionDetail.Error); err says none
 // could be read.
 func (g *Gateway) describeTopic(ctx context.Context, t redisstore.Topic, memory bool) (topicDetail, error) {
+	offs, errs := g.logOffsets(ctx, topicParts(nil, t))
+	return g.topicDetail(ctx, t, offs, errs, memory)
+}
+
+// topicParts appends every partition of t to parts.
+func topicParts(parts []partKey, t redisstore.Topic) []partKey {
+	for p := range t.Partitions {
+		parts = append(parts, partKey{t.Name, p})
+	}
+	return parts
+}
+
+// logOffsets reads the log offsets of parts, of any topics, in one store call (a Read of no
+// records), each failing on its own: on a Redis Cluster the masters' shares go at once, so a master
+// that does not answer is waited for once per report, where a call per topic waited a command timeout
+// for each topic whose partitions are all on it. A partition without a meta hash reads as an empty one,
+// as EachPartitionOffsets has it.
+func (g *Gateway) logOffsets(ctx context.Context, parts []partKey) ([]redisstore.Offsets, []error) {
+	offs, errs := make([]redisstore.Offsets, len(parts)), make([]error, len(parts))
+	if len(parts) == 0 {
+		return offs, errs
+	}
+	reqs := make([]redisstore.ReadRequest, len(parts))
+	for i, p := range parts {
+		reqs[i] = redisstore.ReadRequest{Topic: p.topic, Partition: p.partition}
+	}
+	for i, r := range g.store.Read(ctx, reqs) {
+		offs[i], errs[i] = r.Offsets, r.Err
+	}
+	return offs, errs
+}
+
+// topicDetail reports t from its partitions' log offsets (offs, errs: of partition i at i), and their
+// memory when asked.
+func (g *Gateway) topicDetail(ctx context.Context, t redisstore.Topic, offs []redisstore.Offsets, errs []error, memory bool) (topicDetail, error) {
 	d := topicDetail{Name: t.Name, ID: uuid.UUID(t.ID).String(), Configs: map[string]string{}}
 	for _, name := range sortedConfigNames() {
 		v, _ := g.topicConfig(t, name)
@@ -958,7 +989,6 @@ func (g *Gateway) describeTopic(ctx context.Context, t redisstore.Topic, memory 
 	for i := range parts {
 		parts[i] = int32(i)
 	}
-	offs, errs := g.store.EachPartitionOffsets(ctx, t.Name, parts)
 	// Memory is read of the partitions whose offsets were: a master that did not answer those would
 	// have the call wait for it a second time.
 	var read []int32
@@ -999,9 +1029,18 @@ func (g *Gateway) apiListTopics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	names := redisstore.TopicNames(topics)
+	var parts []partKey
+	for _, name := range names {
+		parts = topicParts(parts, topics[name])
+	}
+	offs, partErrs := g.logOffsets(ctx, parts)
 	out, errs := make([]topicDetail, len(names)), make([]error, len(names))
+	from := 0 // the topic's first partition in parts
 	for i, name := range names {
-		out[i], errs[i] = g.describeTopic(ctx, topics[name], false)
+		t := topics[name]
+		to := from + int(t.Partitions)
+		out[i], errs[i] = g.topicDetail(ctx, t, offs[from:to], partErrs[from:to], false)
+		from = to
 	}
 	if err := noneRead(len(errs), func(i int) error { return errs[i] }); err != nil {
 		storeError(w, err)

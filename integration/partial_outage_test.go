@@ -442,3 +442,157 @@ func adminReportsThroughMasterDown(t *testing.T, paused bool) {
 	get("/api/v1/groups/"+downGroup+"/offsets", http.StatusServiceUnavailable, &e)
 	get("/api/v1/groups/"+downGroup, http.StatusServiceUnavailable, &e)
 }
+
+// TestAdminReportsWaitForAMasterDownOnce: the reports that read many topics (the topics' list, a
+// group's offsets) read them all in one call, so a master that does not answer (paused) is waited for
+// once per report. Read topic by topic, each topic whose partitions are all on it waited the whole
+// command timeout on its own (a read within one master is not compared with the others'): k such
+// topics made the report take k command timeouts.
+func TestAdminReportsWaitForAMasterDownOnce(t *testing.T) {
+	ctx := testCtx(t, 180*time.Second)
+	oc := startOutageCluster(t, ctx)
+	const commandTimeout = 5 * time.Second
+	g := startGatewayWithStoreCfg(t, redisstore.Options{Addrs: oc.rc.Addrs(), Cluster: true, Namespace: oc.ns,
+		CommandTimeout: commandTimeout}, func(c *gateway.Config) { c.AdminListen = "127.0.0.1:0" })
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: oc.rc.Addrs()})
+	defer cc.Close()
+	onVictim := func(key string) bool {
+		t.Helper()
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Options().Addr == oc.victim.Addr
+	}
+	// partsOnVictim says whether all partitions of a topic of n are on the victim (want true) or all
+	// off it (want false). (The down topics have one partition: a key's slot is a CRC16, so the slots of
+	// two names that differ in one character are a fixed XOR apart, which the victim's range of slots
+	// may never hold both ends of.)
+	partsOnVictim := func(n int, want bool) func(string) bool {
+		return func(topic string) bool {
+			for p := range n {
+				if onVictim(oc.ns+":meta:{"+topic+":"+strconv.Itoa(p)+"}") != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	taken := map[string]bool{}
+	name := func(prefix string, want func(string) bool) string {
+		for n := 0; ; n++ {
+			if s := prefix + strconv.Itoa(n); !taken[s] && want(s) {
+				taken[s] = true
+				return s
+			}
+		}
+	}
+	partitions := map[string]int32{}
+	upTopic := name("uptopic", partsOnVictim(2, false))
+	partitions[upTopic] = 2
+	down := map[string]bool{}
+	for range 3 {
+		topic := name("downtopic", partsOnVictim(1, true))
+		down[topic], partitions[topic] = true, 1
+	}
+	group := name("spanning", func(s string) bool {
+		return !onVictim(oc.ns + ":offsets:{" + redisstore.GroupTag(s) + "}:" + s)
+	})
+	adm := newAdmin(t, g)
+	all := []string{upTopic}
+	for topic := range down {
+		all = append(all, topic)
+	}
+	mustCreateTopics(t, ctx, adm, 2, nil, upTopic)
+	mustCreateTopics(t, ctx, adm, 1, nil, all[1:]...)
+	prod := newClient(t, g, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for _, topic := range all {
+		for p := range partitions[topic] {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")})
+		}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	for _, topic := range all {
+		for p := range partitions[topic] {
+			offs.Add(kadm.Offset{Topic: topic, Partition: p, At: 0, LeaderEpoch: -1})
+		}
+	}
+	if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit for %s: %v %v", group, err, resp.Error())
+	}
+
+	oc.stopVictim(t, true)
+	// One command timeout and some margin: the 3 topics on the victim, each waited for, take 3.
+	const most = commandTimeout + 3*time.Second
+	get := func(path string, out any) {
+		t.Helper()
+		start := time.Now()
+		status, data := admCall(t, http.MethodGet, g.AdminURL+path, nil)
+		took := time.Since(start)
+		t.Logf("GET %s: %d in %v", path, status, took.Round(time.Millisecond))
+		if took > most {
+			t.Errorf("GET %s took %v with a master down, want %v at most", path, took, most)
+		}
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: status %d, want 200: %s", path, status, data)
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(out); err != nil {
+			t.Fatalf("GET %s: decode %s: %v", path, data, err)
+		}
+	}
+	// checkPart checks a partition of topic: an error and numbers null when topic is on the victim,
+	// else the numbers of want and no error.
+	checkPart := func(what, topic string, got map[string]any, want map[string]string) {
+		t.Helper()
+		msg, _ := got["error"].(string)
+		if down[topic] != (msg != "") {
+			t.Errorf("%s %s partition %v (on the victim %v): error %q", what, topic, got["partition"], down[topic], msg)
+		}
+		for field, v := range want {
+			raw, present := got[field]
+			switch {
+			case !present:
+				t.Errorf("%s %s: no %q field: %v", what, topic, field, got)
+			case down[topic] && raw != nil:
+				t.Errorf("%s %s partition %v, on the victim: %s %v, want null", what, topic, got["partition"], field, raw)
+			case !down[topic] && raw != json.Number(v):
+				t.Errorf("%s %s partition %v: %s %v, want %s", what, topic, got["partition"], field, raw, v)
+			}
+		}
+	}
+
+	var topics []map[string]any
+	get("/api/v1/topics", &topics)
+	if len(topics) != len(all) {
+		t.Errorf("GET topics: %d topics, want %d: %v", len(topics), len(all), topics)
+	}
+	for _, d := range topics {
+		topic, _ := d["name"].(string)
+		parts, _ := d["partitions"].([]any)
+		if len(parts) != int(partitions[topic]) {
+			t.Fatalf("GET topics: %s has %d partitions, want %d: %v", topic, len(parts), partitions[topic], d)
+		}
+		for _, raw := range parts {
+			checkPart("GET topics", topic, raw.(map[string]any), map[string]string{"logStartOffset": "0", "logEndOffset": "1", "records": "1"})
+		}
+	}
+
+	var list []map[string]any
+	get("/api/v1/groups/"+group+"/offsets", &list)
+	if len(list) != 2+len(down) {
+		t.Errorf("GET offsets: %d partitions, want %d: %v", len(list), 2+len(down), list)
+	}
+	for _, o := range list {
+		topic, _ := o["topic"].(string)
+		checkPart("GET offsets", topic, o, map[string]string{"logStartOffset": "0", "logEndOffset": "1", "lag": "1"})
+		if o["committedOffset"] != json.Number("0") {
+			t.Errorf("GET offsets: %s partition %v committed %v, want 0", topic, o["partition"], o["committedOffset"])
+		}
+	}
+}
