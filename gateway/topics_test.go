@@ -243,7 +243,9 @@ func TestTopicCacheAllSharesReloads(t *testing.T) {
 func TestTopicCacheServesLastViewWhileRegistryAway(t *testing.T) {
 	m := startMiniredis(t)
 	p := redistest.StartProxy(t, m.Addr())
-	const cmdTimeout = 300 * time.Millisecond
+	// Well above staleWait: the fetch's and the lookups' bounds below are fractions of it, which a loaded
+	// machine's scheduling must not use up (at 300 ms they left 250 ms and 150 ms).
+	const cmdTimeout = time.Second
 	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: time.Second})
 	g, _ := serveOn(t, store, Config{})
 	ctx := t.Context()
