@@ -240,23 +240,44 @@ func TestAppendWakeUpRetried(t *testing.T) {
 	p := redistest.StartProxy(t, m.Addr())
 	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: 300 * time.Millisecond, DialTimeout: 300 * time.Millisecond})
 	// A static peer makes this gateway publish its appends (more than one live gateway).
-	g, _ := serveOn(t, store, Config{NodeID: 1, Peers: []Peer{{ID: 2, Addr: "127.0.0.1:1"}}})
+	publishFailed := make(chan struct{})
+	failedLog := logWatch{match: "publish appends", fn: func() { close(publishFailed) }}
+	g := New(Config{Listen: "127.0.0.1:0", NodeID: 1, Peers: []Peer{{ID: 2, Addr: "127.0.0.1:1"}}}, store, zerolog.New(&failedLog))
+	startServing(t, g)
 	waitFor(t, 10*time.Second, "the gateway to publish appends", g.multi.Load)
 
 	sub := openStoreAt(t, m.Addr(), redisstore.Options{Namespace: store.Namespace()})
 	got := make(chan string, 16)
 	ctx, cancel := context.WithCancel(t.Context())
-	subscribed := make(chan struct{})
+	subscribed := make(chan struct{}, 1)
+	done := make(chan struct{})
 	go func() {
-		defer close(subscribed)
-		_ = sub.SubscribeAppends(ctx, func(topic string, partition int32) { got <- topic }, func() {})
+		defer close(done)
+		_ = sub.SubscribeAppends(ctx, func(topic string, partition int32) { got <- topic }, func() {
+			select {
+			case subscribed <- struct{}{}:
+			default:
+			}
+		})
 	}()
-	t.Cleanup(func() { cancel(); <-subscribed })
-	time.Sleep(200 * time.Millisecond) // the subscription is in place
+	t.Cleanup(func() { cancel(); <-done })
+	// A notice published before the subscription is made never comes: a fixed sleep here let a slow
+	// machine fail the test.
+	select {
+	case <-subscribed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription to append notices was not made within 10 s")
+	}
 
 	p.Freeze(true)
 	g.publishAppend("woken", 0)
-	time.Sleep(700 * time.Millisecond) // the PUBLISH times out (300 ms) and is kept for later
+	// Unfrozen once the PUBLISH has timed out (300 ms) and been kept for later, not after a fixed
+	// sleep: too short on a slow machine, the first PUBLISH got through and the retry went untested.
+	select {
+	case <-publishFailed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the PUBLISH to a frozen Redis did not fail within 10 s")
+	}
 	p.Freeze(false)
 	select {
 	case topic := <-got:

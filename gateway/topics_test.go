@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -225,7 +227,9 @@ func TestTopicCacheAllSharesReloads(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Released once every request has asked, not after a fixed sleep: one a loaded machine started late
+	// asked after the second reload had begun, and needed a third.
+	waitFor(t, 10*time.Second, "every request asking for a reload", func() bool { return lookupsInReload() == 20 })
 	p.Release()
 	wg.Wait()
 	c.load.Lock()
@@ -233,6 +237,14 @@ func TestTopicCacheAllSharesReloads(t *testing.T) {
 	if c.reloads > 2 { // the one held, and one that began after the others asked
 		t.Fatalf("20 requests for all topics read the registry %d times", c.reloads)
 	}
+}
+
+// lookupsInReload counts the goroutines in topicCache.refreshSince: lookups that have taken their time
+// and run or wait for a reload.
+func lookupsInReload() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return bytes.Count(buf, []byte("gateway.(*topicCache).refreshSince("))
 }
 
 // On Redis Cluster the topic registry is one hash on one master. While that master is away (here its
@@ -243,7 +255,9 @@ func TestTopicCacheAllSharesReloads(t *testing.T) {
 func TestTopicCacheServesLastViewWhileRegistryAway(t *testing.T) {
 	m := startMiniredis(t)
 	p := redistest.StartProxy(t, m.Addr())
-	const cmdTimeout = 300 * time.Millisecond
+	// Well above staleWait: the fetch's and the lookups' bounds below are fractions of it, which a loaded
+	// machine's scheduling must not use up (at 300 ms they left 250 ms and 150 ms).
+	const cmdTimeout = time.Second
 	store := openStoreAt(t, p.Addr(), redisstore.Options{CommandTimeout: cmdTimeout, DialTimeout: time.Second})
 	g, _ := serveOn(t, store, Config{})
 	ctx := t.Context()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,13 +145,27 @@ func TestAppendWakeSharded(t *testing.T) {
 	prod := dialRaw(t, a.Addr)
 	awaitNoticeKind(t, prod, w, "sharded", "wake")
 
-	global, sharded := w.count("global", "wake/0"), w.count("sharded", "wake/0")
-	if took := longPollWoken(t, ctx, b, prod, "wake"); took > wakeBound {
-		t.Fatalf("the long-poll on B answered %v after the append through A, want within %v", took, wakeBound)
-	}
-	waitFor(t, 5*time.Second, "the notice on the sharded channel", func() bool { return w.count("sharded", "wake/0") > sharded })
-	if n := w.count("global", "wake/0"); n != global {
-		t.Fatalf("%d notices on the global channel while every gateway hears the sharded ones", n-global)
+	for attempt := 1; ; attempt++ {
+		global, sharded := w.count("global", "wake/0"), w.count("sharded", "wake/0")
+		excused := watchFallbackCauses(t, ctx, a.Store, 1) // B's node id
+		if took := longPollWoken(t, ctx, b, prod, "wake"); took > wakeBound {
+			t.Fatalf("the long-poll on B answered %v after the append through A, want within %v", took, wakeBound)
+		}
+		waitFor(t, 5*time.Second, "the notice on the sharded channel", func() bool {
+			return w.count("sharded", "wake/0") > sharded || w.count("global", "wake/0") > global
+		})
+		cause := excused()
+		n := w.count("global", "wake/0") - global
+		if n == 0 {
+			break
+		}
+		// A Redis hiccup (B's subscription lost for a moment, the cluster down for a moment) rightly
+		// sends A's notices to the global channel: measured again, in a window without one.
+		if cause == "" || attempt == 3 {
+			t.Fatalf("%d notices on the global channel while every gateway hears the sharded ones (attempt %d; hiccup seen: %q)", n, attempt, cause)
+		}
+		t.Logf("a notice on the global channel after %s; measuring again", cause)
+		awaitNoticeKind(t, prod, w, "sharded", "wake")
 	}
 	ch := a.Store.ShardedAppendChannel(redisstore.AppendShard(0))
 	master, err := a.Store.Client().(*redis.ClusterClient).MasterForKey(ctx, ch)
@@ -186,6 +201,54 @@ func TestAppendWakeSharded(t *testing.T) {
 		}
 		return subs[ch] == 1
 	})
+}
+
+// watchFallbackCauses watches, until the returned call, for what rightly has a gateway publish its
+// notices on the global channel though every gateway hears the sharded ones: the peer's registration
+// withdrawing shardedAppends (a sharded subscription lost), or a cluster node refusing commands
+// (CLUSTERDOWN: SPUBLISH names a slot, PUBLISH does not). The call returns what it saw ("" for nothing).
+func watchFallbackCauses(t *testing.T, ctx context.Context, st *redisstore.Store, peer int32) func() string {
+	t.Helper()
+	downs := func() int64 {
+		n, err := redistest.ErrorCount(ctx, cluster.Addrs(), "CLUSTERDOWN")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := downs()
+	wctx, cancel := context.WithCancel(ctx)
+	var withdrew atomic.Bool
+	done := make(chan struct{})
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop) // should the test end first
+	go func() {
+		defer close(done)
+		// The peer advertises a change at its next heartbeat and keeps it a heartbeat interval at least:
+		// read this often, it is seen.
+		for wctx.Err() == nil {
+			regs, _, err := st.Gateways(wctx)
+			for _, r := range regs {
+				if err == nil && r.NodeID == peer && r.Heartbeat > 0 && !r.ShardedAppends {
+					withdrew.Store(true)
+				}
+			}
+			select {
+			case <-wctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() string {
+		stop()
+		switch {
+		case withdrew.Load():
+			return "the peer withdrawing shardedAppends"
+		case downs() != before:
+			return "CLUSTERDOWN replies"
+		}
+		return ""
+	}
 }
 
 // olderGateway keeps a registration of node id node without ShardedAppends live in st's namespace, as a
