@@ -60,6 +60,15 @@ func (s *Store) byMaster(ctx context.Context, n int, key func(i int) string) (gr
 	return groups, masters
 }
 
+// picked is xs at idx, in idx's order: a master's share of a call's items (perMaster).
+func picked[T any](xs []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for k, i := range idx {
+		out[k] = xs[i]
+	}
+	return out
+}
+
 // perMaster answers items 0..n-1 (key(i) is a key of item i), each master's share of them by share
 // (its results in the order of idx), and returns the results by item. On a Redis Cluster the masters'
 // shares run at once (acrossMasters), and the items of a master left behind get lagging; answered

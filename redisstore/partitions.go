@@ -611,11 +611,7 @@ func (s *Store) KnownPartitionOffsets(ctx context.Context, topic string, partiti
 	}
 	res := perMaster(ctx, s, len(partitions), func(i int) string { return s.keys.meta(topic, partitions[i]) },
 		func(ctx context.Context, idx []int) []answer {
-			sub := make([]int32, len(idx))
-			for k, i := range idx {
-				sub[k] = partitions[i]
-			}
-			offs, errs := s.partitionOffsets(ctx, topic, sub, known)
+			offs, errs := s.partitionOffsets(ctx, topic, picked(partitions, idx), known)
 			out := make([]answer, len(idx))
 			for k := range out {
 				out[k] = answer{offs[k], errs[k]}
@@ -768,11 +764,7 @@ func (s *Store) Read(ctx context.Context, reqs []ReadRequest) []ReadResult {
 			if len(idx) == len(reqs) {
 				return s.readShare(ctx, reqs)
 			}
-			sub := make([]ReadRequest, len(idx))
-			for k, i := range idx {
-				sub[k] = reqs[i]
-			}
-			return s.readShare(ctx, sub)
+			return s.readShare(ctx, picked(reqs, idx))
 		}, func(r ReadResult) bool { return r.Err == nil }, ReadResult{Err: errMasterLagging})
 }
 
@@ -1210,11 +1202,7 @@ func (s *Store) DeleteRecordsOf(ctx context.Context, topic string, trims []Trim)
 	defer cancel()
 	return perMaster(ctx, s, len(trims), func(i int) string { return s.keys.meta(topic, trims[i].Partition) },
 		func(ctx context.Context, idx []int) []TrimResult {
-			sub := make([]Trim, len(idx))
-			for k, i := range idx {
-				sub[k] = trims[i]
-			}
-			return s.deleteRecordsOn(ctx, topic, sub)
+			return s.deleteRecordsOn(ctx, topic, picked(trims, idx))
 		}, func(r TrimResult) bool { return r.Err == nil }, TrimResult{Err: errMasterLagging})
 }
 

@@ -123,11 +123,7 @@ func (s *Store) lookUpTimesAtOnce(ctx context.Context, topic string, qs []timeQu
 	defer cancel()
 	return perMaster(ctx, s, len(qs), func(i int) string { return s.keys.meta(topic, qs[i].partition) },
 		func(ctx context.Context, idx []int) []TimeAnswer {
-			sub := make([]timeQuery, len(idx))
-			for k, i := range idx {
-				sub[k] = qs[i]
-			}
-			return s.lookUpTimesOn(ctx, topic, sub)
+			return s.lookUpTimesOn(ctx, topic, picked(qs, idx))
 		}, func(a TimeAnswer) bool { return a.Err == nil }, TimeAnswer{Err: errMasterLagging})
 }
 
