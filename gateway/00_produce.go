@@ -10,8 +10,9 @@ package gateway
 // Redis applied the write (acks=-1 additionally waits for redis.wait_replicas / redis.wait_aof when
 // configured).
 //
-// Errors: a partition beginning with a transactional batch -> TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-// for every partition, before anything else, as Apache answers it; unknown topic or partition ->
+// Errors: a partition beginning with a corrupt batch header (a length below 14, a magic outside 0-2)
+// -> CORRUPT_MESSAGE, or with a transactional batch -> TRANSACTIONAL_ID_AUTHORIZATION_FAILED, for
+// every partition, before anything else, as Apache answers them; unknown topic or partition ->
 // UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics); no whole first batch or one of magic 0/1
 // -> INVALID_RECORD, then zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE, then a corrupt header after
 // the first batch -> CORRUPT_MESSAGE or a second batch -> INVALID_RECORD, as Apache's request
@@ -82,12 +83,9 @@ type produceSlot struct{ t, p int }
 func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *produceJob {
 	g := c.g
 	j := &produceJob{c: c, req: req, resp: kmsg.NewPtrProduceResponse()}
-	var fail int16
+	fail := requestRecordsError(req)
 	switch {
-	case transactionalBatch(req):
-		// Apache refuses the whole request so before it looks at acks, topics or records
-		// (KafkaApis.handleProduceRequest, without a transactional id; none is ever authorized here).
-		fail = kerr.TransactionalIDAuthorizationFailed.Code
+	case fail != 0: // refused from its batch headers, ahead of the rest
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		fail = kerr.InvalidRequiredAcks.Code
 	case req.TransactionID != nil:
@@ -148,17 +146,34 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 	return j
 }
 
-// transactionalBatch reports whether a partition of req begins with a transactional batch, as Apache's
-// RequestUtils.flags reads it: the first whole batch of each partition, its header alone.
-func transactionalBatch(req *kmsg.ProduceRequest) bool {
+// requestRecordsError is the error Apache refuses a whole produce request with from its partitions'
+// first batch headers, ahead of acks, topics and everything else (0 for none): its RequestUtils.flags
+// reads each partition's first batch as its batch iterator does (protocol.NextBatch), so a corrupt
+// header fails the request with CORRUPT_MESSAGE, and a transactional batch fails it with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED in KafkaApis.handleProduceRequest (without a transactional id;
+// none is ever authorized here). The reading stops at the first partition that makes the request both
+// idempotent and transactional, so a corrupt header behind one is not seen.
+func requestRecordsError(req *kmsg.ProduceRequest) int16 {
+	var idempotent, transactional bool
 	for ti := range req.Topics {
 		for pi := range req.Topics[ti].Partitions {
-			if h, ok := protocol.PeekBatch(req.Topics[ti].Partitions[pi].Records); ok && h.Transactional() {
-				return true
+			records := req.Topics[ti].Partitions[pi].Records
+			if _, _, corrupt := protocol.NextBatch(records); corrupt {
+				return kerr.CorruptMessage.Code
+			}
+			if h, ok := protocol.PeekBatch(records); ok {
+				idempotent = idempotent || h.ProducerID >= 0
+				transactional = transactional || h.Transactional()
+			}
+			if idempotent && transactional {
+				return kerr.TransactionalIDAuthorizationFailed.Code
 			}
 		}
 	}
-	return false
+	if transactional {
+		return kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	return 0
 }
 
 // batchHeadError is the error Apache answers a partition's records with from their batch headers
@@ -170,14 +185,14 @@ func transactionalBatch(req *kmsg.ProduceRequest) bool {
 // and a whole second batch with INVALID_RECORD; then its log refuses a base offset other than 0 with
 // INVALID_RECORD (UnifiedLog's analyzeAndValidateRecords; clients send 0, the broker assigns offsets)
 // and keeps the whole batches alone: bytes after the first batch that are not one are dropped, and
-// max.message.bytes is held against the batch. A first header the iterator refuses, and a magic 2
-// batch shorter than its header, are left to the decoder with every byte. A few bytes read per
+// max.message.bytes is held against the batch. A magic 2 batch shorter than its header is left to the
+// decoder with every byte. A few bytes read per
 // partition, none per record.
 func batchHeadError(version int16, records []byte) (code int16, batch []byte) {
 	size, magic, corrupt := protocol.NextBatch(records)
 	switch {
-	case corrupt:
-		return 0, records
+	case corrupt: // refused with the whole request (requestRecordsError)
+		return kerr.CorruptMessage.Code, nil
 	case size == 0, magic != 2:
 		return kerr.InvalidRecord.Code, nil
 	}
@@ -412,7 +427,7 @@ func (g *Gateway) decodeProduceBatch(topic string, partition int32, records []by
 	case int64(pb.LastOffsetDelta)+1 != int64(len(pb.Records)), pb.Control(),
 		pb.ProducerID >= 0 && pb.BaseSequence < 0:
 		return nil, 0, kerr.InvalidRecord.Code
-	} // a transactional batch never gets here: prepareProduce refused its request (transactionalBatch)
+	} // a transactional batch never gets here: prepareProduce refused its request (requestRecordsError)
 	nh := 0
 	for i := range pb.Records {
 		if len(pb.Records[i].Headers) > maxRecordHeaders {

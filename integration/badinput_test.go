@@ -656,3 +656,90 @@ func TestProduceCorruptSecondBatch(t *testing.T) {
 		c.apiVersionsOK()
 	})
 }
+
+// TestProduceCorruptFirstBatch: a partition whose first batch header Kafka's batch iterator finds
+// corrupt (a length below 14, a magic outside 0-2) fails the whole request with CORRUPT_MESSAGE for
+// every partition and stores nothing, as Apache's reading of each partition's first batch
+// (RequestUtils.flags, ahead of everything else) throws; a partition whose bytes hold no whole first
+// batch fails alone with INVALID_RECORD. The reading stops at a partition that makes the request both
+// idempotent and transactional, which fails it with TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead.
+func TestProduceCorruptFirstBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := startGateway(t, b)
+		ctx := testCtx(t, 30*time.Second)
+		adm := newAdmin(t, g)
+		const topic = "corrupt1"
+		now := time.Now().UnixMilli()
+		build := func(attrs int16, producerID int64) []byte {
+			out, err := protocol.AppendCompressedBatch(nil, protocol.Batch{PartitionLeaderEpoch: -1, Attributes: attrs,
+				FirstTimestamp: now, MaxTimestamp: now, ProducerID: producerID, ProducerEpoch: 0, BaseSequence: 0,
+				Records: []protocol.Record{{Timestamp: now, Value: []byte("v")}}}, protocol.CodecNone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		good := build(0, -1)
+		withLength := func(n int, length int32) []byte { // good's first n bytes, declaring length
+			out := slices.Clone(good[:n])
+			binary.BigEndian.PutUint32(out[8:], uint32(length))
+			return out
+		}
+		withMagic := func(n int, magic byte) []byte {
+			out := slices.Clone(good[:n])
+			out[16] = magic
+			return out
+		}
+		const transactional = 0x10
+		var (
+			ok      = int16(0)
+			corrupt = kerr.CorruptMessage.Code
+			invalid = kerr.InvalidRecord.Code
+			txn     = kerr.TransactionalIDAuthorizationFailed.Code
+		)
+		cases := []struct {
+			name    string
+			records [2][]byte // the request's two partitions, in order
+			want    [2]int16
+		}{
+			{"a length of 13, 12 bytes", [2][]byte{good, withLength(12, 13)}, [2]int16{corrupt, corrupt}},
+			{"a length of -1, whole", [2][]byte{good, withLength(len(good), -1)}, [2]int16{corrupt, corrupt}},
+			{"magic 3", [2][]byte{good, withMagic(len(good), 3)}, [2]int16{corrupt, corrupt}},
+			{"magic -1, 17 bytes", [2][]byte{good, withMagic(17, 0xff)}, [2]int16{corrupt, corrupt}},
+			{"corrupt, then good", [2][]byte{withMagic(len(good), 3), good}, [2]int16{corrupt, corrupt}},
+			{"corrupt, then transactional", [2][]byte{withMagic(len(good), 3), build(transactional, 5)}, [2]int16{corrupt, corrupt}},
+			// Idempotent and transactional: the reading stops before the corrupt header.
+			{"transactional, then corrupt", [2][]byte{build(transactional, 5), withMagic(len(good), 3)}, [2]int16{txn, txn}},
+			// Transactional without a producer ID: the reading goes on and finds the corrupt header.
+			{"transactional without a producer, then corrupt", [2][]byte{build(transactional, -1), withMagic(len(good), 3)}, [2]int16{corrupt, corrupt}},
+			// No batch to read: the partition alone fails, in the request's validation.
+			{"11 bytes", [2][]byte{good, good[:11]}, [2]int16{ok, invalid}},
+			{"16 bytes", [2][]byte{good, good[:16]}, [2]int16{ok, invalid}},
+			{"a length beyond the bytes", [2][]byte{good, good[:len(good)-1]}, [2]int16{ok, invalid}},
+		}
+		mustCreateTopics(t, ctx, adm, int32(2*len(cases)), nil, topic)
+		c := dialRaw(t, g.Addr)
+		for i, tc := range cases {
+			req := produceReq(topic, int32(2*i), -1, tc.records[0])
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = int32(2*i+1), tc.records[1]
+			req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+			resp := roundTrip[*kmsg.ProduceResponse](c, 9, req)
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+				t.Fatalf("%s: response %+v, want one topic with two partitions", tc.name, resp.Topics)
+			}
+			for k, sp := range resp.Topics[0].Partitions {
+				stored := int64(0)
+				if tc.want[k] == ok {
+					stored = 1
+				}
+				n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, topic, sp.Partition)).Result()
+				if sp.Partition != int32(2*i+k) || sp.ErrorCode != tc.want[k] || err != nil || n != stored {
+					t.Errorf("%s: partition %d error %d, %d stored (%v); want partition %d error %d, %d stored",
+						tc.name, sp.Partition, sp.ErrorCode, n, err, 2*i+k, tc.want[k], stored)
+				}
+			}
+		}
+		c.apiVersionsOK()
+	})
+}
