@@ -260,11 +260,13 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 	for name := range set {
 		list = append(list, name)
 	}
-	// Groups are summarised a few at a time, and a peer that did not answer for one group is not asked
-	// for the others: each question may wait a second (remoteGroup), so one peer that takes connections
-	// and never answers cost a second per group it coordinates.
+	// Every group's offsets are read at once; the groups' live states are asked a few at a time, and a
+	// peer that did not answer for one group is not asked for the others: each question may wait a
+	// second (remoteGroup), so one peer that takes connections and never answers cost a second per
+	// group it coordinates.
+	offs, errs := g.groupsOffsets(ctx, list, "", 0)
 	out := make([]groupSummary, len(list))
-	eachAtOnce(len(list), groupWorkers, func(i int) { out[i] = g.groupSummary(ctx, list[i], live, heldBy, &silent) })
+	eachAtOnce(len(list), groupWorkers, func(i int) { out[i] = g.groupSummary(ctx, list[i], live, heldBy, &silent, offs[i], errs[i]) })
 	if err := noneRead(len(out), func(i int) error { return out[i].err }); err != nil {
 		storeError(w, err)
 		return
@@ -317,7 +319,8 @@ func (g *Gateway) askPeersLive(ctx context.Context, silent *sync.Map) map[string
 	return heldBy
 }
 
-// groupWorkers is how many groups GET /api/v1/groups and a metrics scrape read at once.
+// groupWorkers is how many groups' live states GET /api/v1/groups asks for at once, and in how many
+// calls side by side groupsOffsets reads the committed offsets of many groups.
 const groupWorkers = 8
 
 // eachAtOnce calls fn(0) to fn(n-1), workers of them at a time, and returns when all have returned. A
@@ -361,8 +364,9 @@ func eachAtOnce(n, workers int, fn func(i int)) {
 
 // groupSummary is one group's line in GET /api/v1/groups: its live state from this gateway's memory
 // (live) or the peer holding it (heldBy; else its coordinator), unless that peer is in silent, which
-// it joins when it does not answer; and its total lag, null with err set when none of it could be read.
-func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo, heldBy map[string]gatewayNode, silent *sync.Map) groupSummary {
+// it joins when it does not answer; and its total lag from offs (groupsOffsets, err its failure), null
+// with err set when none of it could be read.
+func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string]coordinator.GroupInfo, heldBy map[string]gatewayNode, silent *sync.Map, offs []partitionOffset, err error) groupSummary {
 	gs := groupSummary{Group: name, State: "Empty", Source: "redis"}
 	if c, ok := g.nodes.coordinatorFor(name); ok {
 		gs.Coordinator = c.ID
@@ -390,7 +394,6 @@ func (g *Gateway) groupSummary(ctx context.Context, name string, live map[string
 			}
 		}
 	}
-	offs, err := g.groupOffsets(ctx, name, "")
 	if err == nil {
 		err = noneRead(len(offs), func(i int) error { return offs[i].err })
 	}
@@ -502,61 +505,98 @@ func (o *partitionOffset) failed(err error) {
 // failure to read the committed offsets; a partition whose log offsets could not be read has its own
 // (partitionOffset.Error), the others are read all the same.
 func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) ([]partitionOffset, error) {
-	committed, err := g.store.CommittedOffsets(ctx, group)
-	if err != nil {
-		return nil, err
+	offs, errs := g.groupsOffsets(ctx, []string{group}, topicFilter, 0)
+	return offs[0], errs[0]
+}
+
+// groupsOffsets is groupOffsets of each of groups, read at once: the groups' committed offsets in up to
+// groupWorkers store calls side by side (a connection that stalls holds up its share of the groups
+// alone), then every partition any of them committed, once, in one call (logOffsets). A list of groups
+// costs a few round trips whatever its length, and a master down a command timeout at most, not one
+// for each group it holds. Each of the two steps gets callTimeout when it is not 0 (else the store's
+// command timeout), so a stalled first step leaves the second its time.
+func (g *Gateway) groupsOffsets(ctx context.Context, groups []string, topicFilter string, callTimeout time.Duration) ([][]partitionOffset, []error) {
+	bounded := func() (context.Context, context.CancelFunc) {
+		if callTimeout == 0 {
+			return ctx, func() {}
+		}
+		return context.WithTimeout(ctx, callTimeout)
 	}
-	byTopic := map[string][]int{}
-	out := make([]partitionOffset, 0, len(committed))
-	for _, c := range committed {
-		if topicFilter != "" && c.Topic != topicFilter {
+	committed, errs := make([][]redisstore.Committed, len(groups)), make([]error, len(groups))
+	calls := min(len(groups), groupWorkers)
+	eachAtOnce(calls, calls, func(k int) {
+		lo, hi := k*len(groups)/calls, (k+1)*len(groups)/calls
+		cctx, cancel := bounded()
+		defer cancel()
+		cs, es := g.store.CommittedOffsetsOf(cctx, groups[lo:hi])
+		copy(committed[lo:hi], cs)
+		copy(errs[lo:hi], es)
+	})
+	out := make([][]partitionOffset, len(groups))
+	type at struct{ group, i int }
+	byTopic := map[string][]at{}
+	for gi, cs := range committed {
+		if errs[gi] != nil {
 			continue
 		}
-		unknown, none := int64(-1), int64(0)
-		po := partitionOffset{Topic: c.Topic, Partition: c.Partition, CommittedOffset: c.Offset, Metadata: c.Metadata,
-			LogStartOffset: &unknown, LogEndOffset: &unknown, Lag: &none}
-		if c.CommitTime >= 0 {
-			ts, so := c.CommitTime, c.SidecarOffset
-			po.LastCommitTimestamp, po.SidecarOffset = &ts, &so
+		out[gi] = make([]partitionOffset, 0, len(cs))
+		for _, c := range cs {
+			if topicFilter != "" && c.Topic != topicFilter {
+				continue
+			}
+			unknown, none := int64(-1), int64(0)
+			po := partitionOffset{Topic: c.Topic, Partition: c.Partition, CommittedOffset: c.Offset, Metadata: c.Metadata,
+				LogStartOffset: &unknown, LogEndOffset: &unknown, Lag: &none}
+			if c.CommitTime >= 0 {
+				ts, so := c.CommitTime, c.SidecarOffset
+				po.LastCommitTimestamp, po.SidecarOffset = &ts, &so
+			}
+			byTopic[c.Topic] = append(byTopic[c.Topic], at{gi, len(out[gi])})
+			out[gi] = append(out[gi], po)
 		}
-		byTopic[c.Topic] = append(byTopic[c.Topic], len(out))
-		out = append(out, po)
 	}
-	// Every topic's partitions are read in one call (logOffsets): parts[i] is out[at[i]]'s.
+	// Every partition is read once, in one call (logOffsets): parts[k] is that of each of users[k].
 	var parts []partKey
-	var at []int
-	for topic, idx := range byTopic {
+	var users [][]at
+	index := map[partKey]int{}
+	for topic, ats := range byTopic {
 		t, err := g.topics.get(ctx, topic)
-		switch {
-		case errors.Is(err, redisstore.ErrUnknownTopic):
-			for _, j := range idx {
-				out[j].UnknownTopic = true
-			}
-			continue
-		case err != nil:
-			for _, j := range idx {
-				out[j].failed(err)
-			}
-			continue
-		}
-		for _, j := range idx {
-			if out[j].Partition < t.Partitions {
-				parts, at = append(parts, partKey{topic, out[j].Partition}), append(at, j)
-			} else {
-				out[j].UnknownTopic = true // a partition the topic created again under the name lacks
+		for _, a := range ats {
+			o := &out[a.group][a.i]
+			switch {
+			case errors.Is(err, redisstore.ErrUnknownTopic):
+				o.UnknownTopic = true
+			case err != nil:
+				o.failed(err)
+			case o.Partition >= t.Partitions:
+				o.UnknownTopic = true // a partition the topic created again under the name lacks
+			default:
+				pk := partKey{topic, o.Partition}
+				k, ok := index[pk]
+				if !ok {
+					k = len(parts)
+					index[pk] = k
+					parts, users = append(parts, pk), append(users, nil)
+				}
+				users[k] = append(users[k], a)
 			}
 		}
 	}
-	offs, errs := g.logOffsets(ctx, parts)
-	for i, j := range at {
-		if errs[i] != nil {
-			out[j].failed(errs[i])
-			continue
+	lctx, cancel := bounded()
+	defer cancel()
+	offs, readErrs := g.logOffsets(lctx, parts)
+	for k, ats := range users {
+		for _, a := range ats {
+			o := &out[a.group][a.i]
+			if readErrs[k] != nil {
+				o.failed(readErrs[k])
+				continue
+			}
+			lag := max(offs[k].End-o.CommittedOffset, 0)
+			o.LogStartOffset, o.LogEndOffset, o.Lag = &offs[k].Start, &offs[k].End, &lag
 		}
-		lag := max(offs[i].End-out[j].CommittedOffset, 0)
-		out[j].LogStartOffset, out[j].LogEndOffset, out[j].Lag = &offs[i].Start, &offs[i].End, &lag
 	}
-	return out, nil
+	return out, errs
 }
 
 // groupDetail is GET /api/v1/groups/{group}.

@@ -431,7 +431,7 @@ func TestAskPeerGroupIDsAndSilence(t *testing.T) {
 	var silent sync.Map
 	heldBy := map[string]gatewayNode{"no-such-group": n, ".": n}
 	for _, group := range []string{"no-such-group", "."} {
-		gs := asker.groupSummary(ctx, group, nil, heldBy, &silent)
+		gs := asker.groupSummary(ctx, group, nil, heldBy, &silent, nil, nil)
 		if gs.err != nil {
 			t.Fatal(gs.err)
 		}
@@ -681,6 +681,9 @@ func (h *loseOffsetsAnswer) lose(err error, cmds ...redis.Cmder) error {
 	for _, c := range cmds {
 		switch c.Name() {
 		case "hset", "evalsha", "eval", "fcall":
+			if script := fmt.Sprint(c.Args()[1]); c.Name() == "eval" && !strings.Contains(script, "HSET") {
+				continue // the committed offsets' read (a script writing nothing)
+			}
 			for _, a := range c.Args()[1:] {
 				writes = writes || strings.HasSuffix(fmt.Sprint(a), "}:"+h.key)
 			}

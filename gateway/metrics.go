@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -365,8 +364,10 @@ func (g *Gateway) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, own}, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// groupScrapeTimeout bounds the read of one group's offsets in a scrape: a few round trips to Redis.
-const groupScrapeTimeout = time.Second
+// lagScrapeTimeout bounds each of the two steps of the groups' offsets' read in a scrape (whose deadline
+// is 5 s): a round trip to Redis or a few; a master that stops answering is waited for a second
+// (masterLag) once the others answered.
+const lagScrapeTimeout = 2 * time.Second
 
 // groupCollector reports one gateway's group states and lag at scrape time.
 type groupCollector struct{ g *Gateway }
@@ -420,24 +421,19 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 			own = append(own, name)
 		}
 	}
-	// Read a few groups at a time, each for a second at most: one by one, a group whose read waits
-	// (its slot's master slow or gone) held up every group after it until the scrape's deadline.
-	offsets := make([][]partitionOffset, len(own))
-	var unread atomic.Int64
-	eachAtOnce(len(own), groupWorkers, func(i int) {
-		gctx, cancel := context.WithTimeout(ctx, groupScrapeTimeout)
-		defer cancel()
-		var err error
-		offsets[i], err = g.groupOffsets(gctx, own[i], "")
-		if err == nil {
-			for _, o := range offsets[i] {
-				err = cmp.Or(err, o.err)
-			}
+	// Every group's offsets are read at once, each of the read's steps for lagScrapeTimeout at most: a
+	// Redis that stalls costs the scrape the groups it held up, not its deadline.
+	offsets, errs := g.groupsOffsets(ctx, own, "", lagScrapeTimeout)
+	unread := 0
+	for i := range own {
+		err := errs[i]
+		for _, o := range offsets[i] {
+			err = cmp.Or(err, o.err)
 		}
 		if err != nil {
-			unread.Add(1)
+			unread++
 		}
-	})
+	}
 	series, dropped := 0, 0
 	for i, name := range own {
 		for _, o := range offsets[i] { // none when the read failed
@@ -459,5 +455,5 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descLagTruncated, prometheus.GaugeValue, float64(dropped), node)
-	ch <- prometheus.MustNewConstMetric(descLagUnread, prometheus.GaugeValue, float64(unread.Load()), node)
+	ch <- prometheus.MustNewConstMetric(descLagUnread, prometheus.GaugeValue, float64(unread), node)
 }

@@ -245,7 +245,7 @@ func adminReportsThroughMasterDown(t *testing.T, paused bool) {
 	oc := startOutageCluster(t, ctx)
 	const commandTimeout = 5 * time.Second // the default
 	g := startGatewayWithStoreCfg(t, redisstore.Options{Addrs: oc.rc.Addrs(), Cluster: true, Namespace: oc.ns,
-		CommandTimeout: commandTimeout}, func(c *gateway.Config) { c.AdminListen = "127.0.0.1:0" })
+		CommandTimeout: commandTimeout}, func(c *gateway.Config) { c.AdminListen, c.LagMetrics = "127.0.0.1:0", true })
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: oc.rc.Addrs()})
 	defer cc.Close()
 	onVictim := func(key string) bool {
@@ -453,7 +453,7 @@ func TestAdminReportsWaitForAMasterDownOnce(t *testing.T) {
 	oc := startOutageCluster(t, ctx)
 	const commandTimeout = 5 * time.Second
 	g := startGatewayWithStoreCfg(t, redisstore.Options{Addrs: oc.rc.Addrs(), Cluster: true, Namespace: oc.ns,
-		CommandTimeout: commandTimeout}, func(c *gateway.Config) { c.AdminListen = "127.0.0.1:0" })
+		CommandTimeout: commandTimeout}, func(c *gateway.Config) { c.AdminListen, c.LagMetrics = "127.0.0.1:0", true })
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: oc.rc.Addrs()})
 	defer cc.Close()
 	onVictim := func(key string) bool {
@@ -495,9 +495,13 @@ func TestAdminReportsWaitForAMasterDownOnce(t *testing.T) {
 		topic := name("downtopic", partsOnVictim(1, true))
 		down[topic], partitions[topic] = true, 1
 	}
-	group := name("spanning", func(s string) bool {
-		return !onVictim(oc.ns + ":offsets:{" + redisstore.GroupTag(s) + "}:" + s)
-	})
+	groupOnVictim := func(s string) bool { return onVictim(oc.ns + ":offsets:{" + redisstore.GroupTag(s) + "}:" + s) }
+	group := name("spanning", func(s string) bool { return !groupOnVictim(s) })
+	// Groups whose offsets are on the victim, each committed on the up topic alone.
+	var downGroups []string
+	for range 3 {
+		downGroups = append(downGroups, name("downgroup", groupOnVictim))
+	}
 	adm := newAdmin(t, g)
 	all := []string{upTopic}
 	for topic := range down {
@@ -523,6 +527,15 @@ func TestAdminReportsWaitForAMasterDownOnce(t *testing.T) {
 	}
 	if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
 		t.Fatalf("commit for %s: %v %v", group, err, resp.Error())
+	}
+	upOffs := kadm.Offsets{}
+	for p := range partitions[upTopic] {
+		upOffs.Add(kadm.Offset{Topic: upTopic, Partition: p, At: 0, LeaderEpoch: -1})
+	}
+	for _, dg := range downGroups {
+		if resp, err := adm.CommitOffsets(ctx, dg, upOffs); err != nil || resp.Error() != nil {
+			t.Fatalf("commit for %s: %v %v", dg, err, resp.Error())
+		}
 	}
 
 	oc.stopVictim(t, true)
@@ -594,5 +607,41 @@ func TestAdminReportsWaitForAMasterDownOnce(t *testing.T) {
 		if o["committedOffset"] != json.Number("0") {
 			t.Errorf("GET offsets: %s partition %v committed %v, want 0", topic, o["partition"], o["committedOffset"])
 		}
+	}
+
+	// The group list: the victim's groups listed with their error, the spanning group with the lag of
+	// the partitions read and the others counted. (Every group's offsets are read at once: the groups'
+	// existence was checked in one pipeline across masters, which failed whole, 503 after the command
+	// timeout.)
+	var groups []map[string]any
+	get("/api/v1/groups", &groups)
+	byName := map[string]map[string]any{}
+	for _, gl := range groups {
+		name, _ := gl["group"].(string)
+		byName[name] = gl
+	}
+	if gl := byName[group]; gl == nil || gl["totalLag"] != json.Number("2") || gl["partitionErrors"] != json.Number(strconv.Itoa(len(down))) {
+		t.Errorf("GET groups: %s %v; want totalLag 2 (the up topic's), partitionErrors %d", group, gl, len(down))
+	}
+	for _, dg := range downGroups {
+		if gl := byName[dg]; gl == nil || gl["totalLag"] != nil || gl["error"] == nil || gl["error"] == "" {
+			t.Errorf("GET groups: %s (offsets on the victim) %v; want listed with an error, totalLag null", dg, gl)
+		}
+	}
+
+	// The lag metrics: the partitions read, and the groups not read whole counted.
+	start := time.Now()
+	m := scrapeMetrics(t, g)
+	if took := time.Since(start); took > most {
+		t.Errorf("GET /metrics took %v with a master down, want %v at most", took, most)
+	}
+	for p := range partitions[upTopic] {
+		lag := map[string]string{"group": group, "topic": upTopic, "partition": strconv.Itoa(int(p))}
+		if v, ok := m.value("kgate_group_lag", lag); !ok || v != 1 {
+			t.Errorf("kgate_group_lag%v = %v (found %v), want 1", lag, v, ok)
+		}
+	}
+	if v := m.must(t, "kgate_group_lag_groups_unread", nil); v != float64(1+len(downGroups)) {
+		t.Errorf("kgate_group_lag_groups_unread = %v, want %d (the spanning group and the victim's)", v, 1+len(downGroups))
 	}
 }

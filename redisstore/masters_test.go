@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -207,6 +208,24 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 		m, _ := cc.MasterForKey(ctx, s.keys.meta("outage", p))
 		down[p] = m == victim
 	}
+	// Groups with offsets committed on the master to pause and on the others.
+	var groups []string
+	groupDown := map[string]bool{}
+	for n, on, off := 0, 0, 0; on < 3 || off < 3; n++ {
+		g := "cg" + strconv.Itoa(n)
+		switch onVictim := masterOf(s.keys.offsets(g)) == victim; {
+		case onVictim && on < 3:
+			on++
+		case !onVictim && off < 3:
+			off++
+		default:
+			continue
+		}
+		if errs := s.CommitOffsets(ctx, g, "", []OffsetCommit{{Topic: "outage", Partition: 0, Offset: int64(n)}}, time.Now()); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		groups, groupDown[g] = append(groups, g), masterOf(s.keys.offsets(g)) == victim
+	}
 	// An idle producer's state on each partition, for ExpireProducers to drop.
 	idle := time.Now().Add(-48 * time.Hour).UnixMilli()
 	for _, p := range all {
@@ -224,7 +243,7 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 	}
 
 	var round int
-	check := func(what string, errs []error, took time.Duration, live func(i int) error) {
+	timed := func(what string, took time.Duration) {
 		t.Helper()
 		// The first call waits masterLag for the master down, once the others have answered; those
 		// after wait for it no more.
@@ -232,6 +251,10 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 			t.Errorf("%s (call %d) took %v, want %v at most (command timeout %v)", what, round+1, took, most, commandTimeout)
 		}
 		round++
+	}
+	check := func(what string, errs []error, took time.Duration, live func(i int) error) {
+		t.Helper()
+		timed(what, took)
 		for i, err := range errs {
 			switch p := all[i]; {
 			case down[p] && (err == nil || !IsUnavailable(err)):
@@ -313,6 +336,26 @@ func TestReadsOfLiveMastersWhileOneIsDown(t *testing.T) {
 		if took := time.Since(start); dropped != wantDropped || !IsUnavailable(err) || took > masterLag+commandTimeout/4 {
 			t.Errorf("ExpireProducers with a master paused (call %d): %d dropped, %v, in %v; want %d (the live masters' partitions) and a Redis failure within %v",
 				call+1, dropped, err, took, wantDropped, masterLag+commandTimeout/4)
+		}
+
+		// Each group's offsets are read but those of the master paused, and every group is listed.
+		start = time.Now()
+		committed, errs := s.CommittedOffsetsOf(ctx, groups)
+		timed("CommittedOffsetsOf", time.Since(start))
+		for i, g := range groups {
+			n, _ := strconv.Atoi(strings.TrimPrefix(g, "cg"))
+			switch err := errs[i]; {
+			case groupDown[g] && (err == nil || !IsUnavailable(err)):
+				t.Errorf("CommittedOffsetsOf %s, its master paused: %v; want a Redis failure", g, err)
+			case !groupDown[g] && (err != nil || len(committed[i]) != 1 || committed[i][0].Offset != int64(n)):
+				t.Errorf("CommittedOffsetsOf %s, its master up: %+v, %v; want offset %d", g, committed[i], err, n)
+			}
+		}
+		start = time.Now()
+		listed, err := s.Groups(ctx)
+		timed("Groups", time.Since(start))
+		if want := append([]string{group}, groups...); err != nil || !containsAll(listed, want) {
+			t.Errorf("Groups with a master paused: %v, %v; want %v among them", listed, err, want)
 		}
 
 		start = time.Now()
@@ -458,4 +501,14 @@ func TestMasterBackAfterOutageIsWaitedFor(t *testing.T) {
 	if r := s.Read(ctx, reqs); r[0].Err != nil {
 		t.Fatalf("partition 0, its master answering again: %v", r[0].Err)
 	}
+}
+
+// containsAll reports whether every one of want is in have.
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }

@@ -190,26 +190,109 @@ func (s *Store) commitStreamKeys(c OffsetCommit) []string {
 // CommittedOffsets returns every committed partition of group, sorted by topic and partition.
 // A missing or malformed sidecar entry leaves CommitTime at -1; it never fails the read.
 func (s *Store) CommittedOffsets(ctx context.Context, group string) ([]Committed, error) {
+	committed, errs := s.CommittedOffsetsOf(ctx, []string{group})
+	return committed[0], errs[0]
+}
+
+// CommittedOffsetsOf is CommittedOffsets of each of groups, read at once: each group's three hashes
+// (they share the group's hash tag) by one script, so an offset is never paired with the metadata or
+// timestamp of another commit that landed between the reads (a transaction would do as much for one
+// group, but not for groups of several slots on a Redis Cluster); every group of a master in one
+// pipeline, so a list of groups costs a round trip per master, not per group. On a Redis Cluster a master down fails its own groups alone (errs[i]), as the other
+// calls across masters do (perMaster).
+func (s *Store) CommittedOffsetsOf(ctx context.Context, groups []string) (committed [][]Committed, errs []error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	// One transaction (the three hashes share the group's hash tag), so an offset is never paired
-	// with the metadata or timestamp of another commit that landed between the reads.
-	offs, mds, tss := s.readOffsetHashes(ctx, s.rdb.TxPipeline(), group)
-	if redis.HasErrorPrefix(offs.Err(), "TRYAGAIN") {
-		// The group's slot is migrating and its hashes are not all on one master (one of them does
-		// not exist: the metadata hash of a group that commits none; or some have moved): Redis
-		// refuses the transaction until the slot has moved. Read one by one, each hash is redirected
-		// on its own (ASK), and an offset may be paired with the metadata or time of a commit landing
-		// between the reads.
-		offs, mds, tss = s.readOffsetHashes(ctx, s.rdb.Pipeline(), group)
+	type answer struct {
+		c   []Committed
+		err error
 	}
+	res := perMaster(ctx, s, len(groups), func(i int) string { return s.keys.offsets(groups[i]) },
+		func(ctx context.Context, idx []int) []answer {
+			pipe := s.rdb.Pipeline()
+			cmds := make([]*redis.Cmd, len(idx))
+			for k, i := range idx {
+				g := groups[i]
+				// EVAL, not EVALSHA: a pipelined script has no NOSCRIPT fallback.
+				cmds[k] = offsetHashesScript.Eval(ctx, pipe, []string{s.keys.offsets(g), s.keys.offsetsMD(g), s.keys.offsetsTS(g)})
+			}
+			_, _ = pipe.Exec(ctx)
+			out := make([]answer, len(idx))
+			for k, i := range idx {
+				if redis.HasErrorPrefix(cmds[k].Err(), "TRYAGAIN") {
+					out[k].c, out[k].err = s.readMigratingOffsets(ctx, groups[i])
+					continue
+				}
+				hashes, err := hashesReply(cmds[k], 3)
+				if err != nil {
+					out[k].err = err
+					continue
+				}
+				out[k].c = s.committedOf(hashes[0], hashes[1], hashes[2])
+			}
+			return out
+		}, func(a answer) bool { return a.err == nil }, answer{err: errMasterLagging})
+	committed, errs = make([][]Committed, len(groups)), make([]error, len(groups))
+	for i, a := range res {
+		committed[i], errs[i] = a.c, a.err
+	}
+	return committed, errs
+}
+
+// offsetHashesScript reads a group's canonical, metadata and sidecar hashes (KEYS[1..3]) at once; the
+// metadata and the sidecar are advisory: one that cannot be read (a key of another type) reads empty.
+var offsetHashesScript = redis.NewScript(`
+local function advisory(key)
+  local r = redis.pcall('HGETALL', key)
+  if r.err then return {} end
+  return r
+end
+return {redis.call('HGETALL', KEYS[1]), advisory(KEYS[2]), advisory(KEYS[3])}`)
+
+// hashesReply decodes a script's reply of n HGETALL replies (flat field, value lists) into maps.
+func hashesReply(cmd *redis.Cmd, n int) ([]map[string]string, error) {
+	raw, err := cmd.Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) != n {
+		return nil, fmt.Errorf("redisstore: %d hashes in a reply, want %d", len(raw), n)
+	}
+	out := make([]map[string]string, n)
+	for i, h := range raw {
+		flat, _ := h.([]any)
+		out[i] = make(map[string]string, len(flat)/2)
+		for j := 0; j+1 < len(flat); j += 2 {
+			f, _ := flat[j].(string)
+			v, _ := flat[j+1].(string)
+			out[i][f] = v
+		}
+	}
+	return out, nil
+}
+
+// readMigratingOffsets reads group's committed offsets while its slot is migrating and its hashes
+// are not all on one master (one of them does not exist: the metadata hash of a group that commits
+// none; or some have moved): Redis refuses a script or transaction on them (TRYAGAIN) until the slot
+// has moved. Read one by one, each hash is redirected on its own (ASK), and an offset may be paired
+// with the metadata or time of a commit landing between the reads.
+func (s *Store) readMigratingOffsets(ctx context.Context, group string) ([]Committed, error) {
+	pipe := s.rdb.Pipeline()
+	offs, mds, tss := pipe.HGetAll(ctx, s.keys.offsets(group)), pipe.HGetAll(ctx, s.keys.offsetsMD(group)),
+		pipe.HGetAll(ctx, s.keys.offsetsTS(group))
+	_, _ = pipe.Exec(ctx)
 	if err := offs.Err(); err != nil {
 		return nil, err
 	}
-	md := mds.Val()      // advisory too: a failed read leaves metadata empty
-	sidecar := tss.Val() // advisory
-	out := make([]Committed, 0, len(offs.Val()))
-	for field, v := range offs.Val() {
+	// The metadata and the sidecar are advisory: a failed read leaves them empty.
+	return s.committedOf(offs.Val(), mds.Val(), tss.Val()), nil
+}
+
+// committedOf is the committed partitions of a group's canonical, metadata and sidecar hashes, sorted
+// by topic and partition.
+func (s *Store) committedOf(offs, md, sidecar map[string]string) []Committed {
+	out := make([]Committed, 0, len(offs))
+	for field, v := range offs {
 		topic, p, ok := s.keys.parseStreamKey(field)
 		if !ok {
 			continue
@@ -230,16 +313,7 @@ func (s *Store) CommittedOffsets(ctx context.Context, group string) ([]Committed
 		}
 		return out[i].Partition < out[j].Partition
 	})
-	return out, nil
-}
-
-// readOffsetHashes reads group's canonical, metadata and sidecar hashes on pipe.
-func (s *Store) readOffsetHashes(ctx context.Context, pipe redis.Pipeliner, group string) (offs, mds, tss *redis.MapStringStringCmd) {
-	offs = pipe.HGetAll(ctx, s.keys.offsets(group))
-	mds = pipe.HGetAll(ctx, s.keys.offsetsMD(group))
-	tss = pipe.HGetAll(ctx, s.keys.offsetsTS(group))
-	_, _ = pipe.Exec(ctx)
-	return offs, mds, tss
+	return out
 }
 
 // parseSidecar decodes "<offset>|<epoch ms>"; anything else is (-1, -1).
@@ -392,7 +466,8 @@ func (s *Store) GroupExists(ctx context.Context, group string) (bool, error) {
 }
 
 // Groups lists the groups that have committed offsets, sorted. The groups set is only an index: a
-// member whose offsets were all deleted (DeleteOffsets, or a DeleteGroup racing a commit) is left out.
+// member whose offsets were all deleted (DeleteOffsets, or a DeleteGroup racing a commit) is left out,
+// unless its master could not be asked (on a Redis Cluster, that master down).
 func (s *Store) Groups(ctx context.Context) ([]string, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -400,19 +475,34 @@ func (s *Store) Groups(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	pipe := s.rdb.Pipeline()
-	exists := make([]*redis.IntCmd, len(gs))
-	for i, g := range gs {
-		exists[i] = pipe.Exists(ctx, s.keys.offsets(g))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
-	}
+	// Each master checks its own groups: with one down, its groups are listed all the same (unchecked;
+	// reading their offsets says what failed) rather than every group failing with it.
+	exists := perMaster(ctx, s, len(gs), func(i int) string { return s.keys.offsets(gs[i]) },
+		func(ctx context.Context, idx []int) []*redis.IntCmd {
+			pipe := s.rdb.Pipeline()
+			cmds := make([]*redis.IntCmd, len(idx))
+			for k, i := range idx {
+				cmds[k] = pipe.Exists(ctx, s.keys.offsets(gs[i]))
+			}
+			_, _ = pipe.Exec(ctx)
+			return cmds
+		}, func(c *redis.IntCmd) bool { return c.Err() == nil }, redis.NewIntResult(0, errMasterLagging))
 	out := gs[:0]
+	var failed error
+	checked := 0
 	for i, g := range gs {
-		if exists[i].Val() > 0 {
+		err := exists[i].Err()
+		if err == nil {
+			checked++
+		} else {
+			failed = err
+		}
+		if exists[i].Val() > 0 || err != nil {
 			out = append(out, g)
 		}
+	}
+	if checked == 0 && failed != nil {
+		return nil, failed // nothing checked: the groups set alone is no answer
 	}
 	sort.Strings(out)
 	return out, nil

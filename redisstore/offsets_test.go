@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -191,6 +192,63 @@ func TestCommitAcknowledgesNativeReads(t *testing.T) {
 	})
 }
 
+// TestCommittedOffsetsOfGroupsAtOnce: the committed offsets of many groups are read in one round trip
+// per master (one pipeline on a standalone Redis, one per master on a cluster), each group's offsets,
+// metadata and commit times as CommittedOffsets reads them alone; a group that committed nothing has
+// none, without an error.
+func TestCommittedOffsetsOfGroupsAtOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		mustCreateTopic(t, s, "many", 2)
+		appendOne(t, s, "many", 0, plain("r", 30)...)
+		appendOne(t, s, "many", 1, plain("r", 30)...)
+		now := time.Now()
+		var groups []string
+		for i := range 24 {
+			g := "many-" + strconv.Itoa(i)
+			mustCommit(t, s, g, now.Add(time.Duration(i)*time.Millisecond),
+				OffsetCommit{Topic: "many", Partition: 0, Offset: int64(i), Metadata: "m" + strconv.Itoa(i)},
+				OffsetCommit{Topic: "many", Partition: 1, Offset: int64(i + 1)})
+			groups = append(groups, g)
+		}
+		groups = append(groups, "many-none")
+		trips := serverTrips(t, s)
+		s.CommittedOffsetsOf(ctx, groups) // each master's connection opened (its handshake is round trips too)
+		before := trips.Load()
+		committed, errs := s.CommittedOffsetsOf(ctx, groups)
+		n := trips.Load() - before
+		masters := 1
+		if cc, ok := s.Client().(*redis.ClusterClient); ok {
+			seen := map[*redis.Client]bool{}
+			for _, g := range groups {
+				m, err := cc.MasterForKey(ctx, s.keys.offsets(g))
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[m] = true
+			}
+			masters = len(seen)
+		}
+		if n != int64(masters) {
+			t.Errorf("%d groups: %d round trips, want %d (one per master)", len(groups), n, masters)
+		}
+		for i, g := range groups {
+			var want []Committed
+			if g != "many-none" {
+				ms := now.Add(time.Duration(i) * time.Millisecond).UnixMilli()
+				want = []Committed{
+					{Topic: "many", Partition: 0, Offset: int64(i), Metadata: "m" + strconv.Itoa(i), CommitTime: ms, SidecarOffset: int64(i)},
+					{Topic: "many", Partition: 1, Offset: int64(i + 1), CommitTime: ms, SidecarOffset: int64(i + 1)},
+				}
+			}
+			alone, err := s.CommittedOffsets(ctx, g)
+			if errs[i] != nil || err != nil || !slices.Equal(committed[i], want) || !slices.Equal(alone, want) {
+				t.Errorf("%s: %+v, %v (alone %+v, %v); want %+v", g, committed[i], errs[i], alone, err, want)
+			}
+		}
+	})
+}
+
 func TestCommittedSidecar(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
@@ -226,6 +284,19 @@ func TestCommittedSidecar(t *testing.T) {
 			if cs[0].Offset != 7 || cs[0].CommitTime != -1 || cs[0].SidecarOffset != -1 {
 				t.Errorf("sidecar %q: %+v; want commit time -1", bad, cs[0])
 			}
+		}
+		// A sidecar or metadata key of another type is read as empty, not as a failure.
+		_, _, md := s.OffsetKeys(group)
+		for _, key := range []string{side, md} {
+			if err := rdb.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.Set(ctx, key, "not a hash", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if cs, err := s.CommittedOffsets(ctx, group); err != nil || len(cs) != 1 || cs[0].Offset != 7 || cs[0].CommitTime != -1 || cs[0].Metadata != "" {
+			t.Errorf("sidecar and metadata of another type: %+v, %v; want offset 7, no commit time or metadata", cs, err)
 		}
 		// Foreign fields and non-numeric canonical values are not commits.
 		rdb.HSet(ctx, canon, "not-a-stream-key", "1", s.StreamKey("sc", 1), "x")
