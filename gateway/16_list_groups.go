@@ -45,7 +45,9 @@ func (c *conn) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) (kms
 		lg.Group, lg.ProtocolType, lg.GroupState = info.Group, info.ProtocolType, info.State
 		resp.Groups = append(resp.Groups, lg)
 	}
-	stored, err := g.store.Groups(ctx)
+	// A group whose offsets' master could not be asked (unchecked) is not listed: its coordinator cannot
+	// serve it, as Apache leaves out the groups of an offsets partition without a leader.
+	stored, _, err := g.store.Groups(ctx)
 	if err != nil {
 		resp.ErrorCode = groupErrCode(err)
 		return resp, nil

@@ -235,11 +235,12 @@ func (g *Gateway) apiListGroups(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, names)
 		return
 	}
-	names, err := g.store.Groups(ctx)
+	names, unchecked, err := g.store.Groups(ctx)
 	if err != nil {
 		storeError(w, err)
 		return
 	}
+	names = append(names, unchecked...) // listed with their offsets' read's error
 	live := map[string]coordinator.GroupInfo{}
 	for _, info := range g.coord.List(ctx) {
 		live[info.Group] = info
@@ -319,8 +320,7 @@ func (g *Gateway) askPeersLive(ctx context.Context, silent *sync.Map) map[string
 	return heldBy
 }
 
-// groupWorkers is how many groups' live states GET /api/v1/groups asks for at once, and in how many
-// calls side by side groupsOffsets reads the committed offsets of many groups.
+// groupWorkers is how many groups' live states GET /api/v1/groups asks for at once.
 const groupWorkers = 8
 
 // eachAtOnce calls fn(0) to fn(n-1), workers of them at a time, and returns when all have returned. A
@@ -509,11 +509,10 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 	return offs[0], errs[0]
 }
 
-// groupsOffsets is groupOffsets of each of groups, read at once: the groups' committed offsets in up to
-// groupWorkers store calls side by side (a connection that stalls holds up its share of the groups
-// alone), then every partition any of them committed, once, in one call (logOffsets). A list of groups
-// costs a few round trips whatever its length, and a master down a command timeout at most, not one
-// for each group it holds. Each of the two steps gets callTimeout when it is not 0 (else the store's
+// groupsOffsets is groupOffsets of each of groups, read at once: the groups' committed offsets in one
+// store call, then every partition any of them committed, once, in another (logOffsets). A list of
+// groups costs a few round trips whatever its length, and a master down a command timeout at most,
+// not one for each group it holds. Each of the two steps gets callTimeout when it is not 0 (else the store's
 // command timeout), so a stalled first step leaves the second its time.
 func (g *Gateway) groupsOffsets(ctx context.Context, groups []string, topicFilter string, callTimeout time.Duration) ([][]partitionOffset, []error) {
 	bounded := func() (context.Context, context.CancelFunc) {
@@ -522,16 +521,9 @@ func (g *Gateway) groupsOffsets(ctx context.Context, groups []string, topicFilte
 		}
 		return context.WithTimeout(ctx, callTimeout)
 	}
-	committed, errs := make([][]redisstore.Committed, len(groups)), make([]error, len(groups))
-	calls := min(len(groups), groupWorkers)
-	eachAtOnce(calls, calls, func(k int) {
-		lo, hi := k*len(groups)/calls, (k+1)*len(groups)/calls
-		cctx, cancel := bounded()
-		defer cancel()
-		cs, es := g.store.CommittedOffsetsOf(cctx, groups[lo:hi])
-		copy(committed[lo:hi], cs)
-		copy(errs[lo:hi], es)
-	})
+	cctx, cancel := bounded()
+	committed, errs := g.store.CommittedOffsetsOf(cctx, groups)
+	cancel()
 	out := make([][]partitionOffset, len(groups))
 	type at struct{ group, i int }
 	byTopic := map[string][]at{}
@@ -1194,7 +1186,8 @@ func (g *Gateway) apiCluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.RedisMode, v.RedisVersion = info.Mode, info.Version
-	groups, _ := g.store.Groups(ctx)
+	groups, unchecked, _ := g.store.Groups(ctx)
+	groups = append(groups, unchecked...)
 	for _, gi := range g.coord.List(ctx) {
 		groups = append(groups, gi.Group)
 	}

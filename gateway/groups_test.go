@@ -62,7 +62,7 @@ func TestDeleteGroupOrderedWithCommits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		listed, err := store.Groups(context.WithoutCancel(ctx))
+		listed, _, err := store.Groups(context.WithoutCancel(ctx))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -411,11 +412,14 @@ func (g *Gateway) collectGroups(ch chan<- prometheus.Metric) {
 	if !g.cfg.LagMetrics {
 		return
 	}
-	names, err := g.store.Groups(ctx)
+	names, unchecked, err := g.store.Groups(ctx)
 	if err != nil {
 		return
 	}
-	var own []string // sorted, as Groups returns them; the coordinating gateway exports a group, so each series has one source
+	// Groups whose existence could not be checked are read too: their reads fail, and count as unread.
+	names = slices.Concat(names, unchecked)
+	slices.Sort(names)
+	var own []string // sorted; the coordinating gateway exports a group, so each series has one source
 	for _, name := range names {
 		if g.nodes.isCoordinator(name) {
 			own = append(own, name)

@@ -197,46 +197,68 @@ func (s *Store) CommittedOffsets(ctx context.Context, group string) ([]Committed
 // CommittedOffsetsOf is CommittedOffsets of each of groups, read at once: each group's three hashes
 // (they share the group's hash tag) by one script, so an offset is never paired with the metadata or
 // timestamp of another commit that landed between the reads (a transaction would do as much for one
-// group, but not for groups of several slots on a Redis Cluster); every group of a master in one
-// pipeline, so a list of groups costs a round trip per master, not per group. On a Redis Cluster a master down fails its own groups alone (errs[i]), as the other
-// calls across masters do (perMaster).
+// group, but not for groups of several slots on a Redis Cluster); each master's groups in up to
+// committedPipelines pipelines side by side (a connection that stalls holds up its share alone), so a
+// list of groups costs a round trip per master, not per group. On a Redis Cluster a master down fails
+// its own groups alone (errs[i]), as the other calls across masters do (perMaster).
 func (s *Store) CommittedOffsetsOf(ctx context.Context, groups []string) (committed [][]Committed, errs []error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	type answer struct {
-		c   []Committed
-		err error
-	}
 	res := perMaster(ctx, s, len(groups), func(i int) string { return s.keys.offsets(groups[i]) },
-		func(ctx context.Context, idx []int) []answer {
-			pipe := s.rdb.Pipeline()
-			cmds := make([]*redis.Cmd, len(idx))
-			for k, i := range idx {
-				g := groups[i]
-				// EVAL, not EVALSHA: a pipelined script has no NOSCRIPT fallback.
-				cmds[k] = offsetHashesScript.Eval(ctx, pipe, []string{s.keys.offsets(g), s.keys.offsetsMD(g), s.keys.offsetsTS(g)})
-			}
-			_, _ = pipe.Exec(ctx)
-			out := make([]answer, len(idx))
-			for k, i := range idx {
-				if redis.HasErrorPrefix(cmds[k].Err(), "TRYAGAIN") {
-					out[k].c, out[k].err = s.readMigratingOffsets(ctx, groups[i])
-					continue
+		func(ctx context.Context, idx []int) []committedAnswer {
+			out := make([]committedAnswer, len(idx))
+			parts := min(len(idx), committedPipelines)
+			var fo fanOut
+			defer fo.Wait() // a panic of the last part's unwinds once the others are done
+			for p := range parts {
+				lo, hi := p*len(idx)/parts, (p+1)*len(idx)/parts
+				if p == parts-1 {
+					s.readCommitted(ctx, groups, idx[lo:hi], out[lo:hi])
+				} else {
+					fo.Go(func() { s.readCommitted(ctx, groups, idx[lo:hi], out[lo:hi]) })
 				}
-				hashes, err := hashesReply(cmds[k], 3)
-				if err != nil {
-					out[k].err = err
-					continue
-				}
-				out[k].c = s.committedOf(hashes[0], hashes[1], hashes[2])
 			}
+			fo.Wait()
 			return out
-		}, func(a answer) bool { return a.err == nil }, answer{err: errMasterLagging})
+		}, func(a committedAnswer) bool { return a.err == nil }, committedAnswer{err: errMasterLagging})
 	committed, errs = make([][]Committed, len(groups)), make([]error, len(groups))
 	for i, a := range res {
 		committed[i], errs[i] = a.c, a.err
 	}
 	return committed, errs
+}
+
+// committedPipelines is how many pipelines CommittedOffsetsOf sends a master at once.
+const committedPipelines = 8
+
+// committedAnswer is one group's committed offsets, or why they could not be read.
+type committedAnswer struct {
+	c   []Committed
+	err error
+}
+
+// readCommitted reads the committed offsets of the groups at idx into out, in one pipeline.
+func (s *Store) readCommitted(ctx context.Context, groups []string, idx []int, out []committedAnswer) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(idx))
+	for k, i := range idx {
+		g := groups[i]
+		// EVAL, not EVALSHA: a pipelined script has no NOSCRIPT fallback.
+		cmds[k] = offsetHashesScript.Eval(ctx, pipe, []string{s.keys.offsets(g), s.keys.offsetsMD(g), s.keys.offsetsTS(g)})
+	}
+	_, _ = pipe.Exec(ctx)
+	for k, i := range idx {
+		if redis.HasErrorPrefix(cmds[k].Err(), "TRYAGAIN") {
+			out[k].c, out[k].err = s.readMigratingOffsets(ctx, groups[i])
+			continue
+		}
+		hashes, err := hashesReply(cmds[k], 3)
+		if err != nil {
+			out[k].err = err
+			continue
+		}
+		out[k].c = s.committedOf(hashes[0], hashes[1], hashes[2])
+	}
 }
 
 // offsetHashesScript reads a group's canonical, metadata and sidecar hashes (KEYS[1..3]) at once; the
@@ -466,17 +488,16 @@ func (s *Store) GroupExists(ctx context.Context, group string) (bool, error) {
 }
 
 // Groups lists the groups that have committed offsets, sorted. The groups set is only an index: a
-// member whose offsets were all deleted (DeleteOffsets, or a DeleteGroup racing a commit) is left out,
-// unless its master could not be asked (on a Redis Cluster, that master down).
-func (s *Store) Groups(ctx context.Context) ([]string, error) {
+// member whose offsets were all deleted (DeleteOffsets, or a DeleteGroup racing a commit) is left out.
+// unchecked lists, sorted, the members whose master could not be asked (on a Redis Cluster, that
+// master down): each master checks its own, so one down does not fail every group with it.
+func (s *Store) Groups(ctx context.Context) (groups, unchecked []string, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	gs, err := s.rdb.SMembers(ctx, s.keys.groups()).Result()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// Each master checks its own groups: with one down, its groups are listed all the same (unchecked;
-	// reading their offsets says what failed) rather than every group failing with it.
 	exists := perMaster(ctx, s, len(gs), func(i int) string { return s.keys.offsets(gs[i]) },
 		func(ctx context.Context, idx []int) []*redis.IntCmd {
 			pipe := s.rdb.Pipeline()
@@ -487,25 +508,21 @@ func (s *Store) Groups(ctx context.Context) ([]string, error) {
 			_, _ = pipe.Exec(ctx)
 			return cmds
 		}, func(c *redis.IntCmd) bool { return c.Err() == nil }, redis.NewIntResult(0, errMasterLagging))
-	out := gs[:0]
 	var failed error
-	checked := 0
 	for i, g := range gs {
-		err := exists[i].Err()
-		if err == nil {
-			checked++
-		} else {
-			failed = err
-		}
-		if exists[i].Val() > 0 || err != nil {
-			out = append(out, g)
+		switch err := exists[i].Err(); {
+		case err != nil:
+			unchecked, failed = append(unchecked, g), err
+		case exists[i].Val() > 0:
+			groups = append(groups, g)
 		}
 	}
-	if checked == 0 && failed != nil {
-		return nil, failed // nothing checked: the groups set alone is no answer
+	if len(unchecked) == len(gs) && failed != nil {
+		return nil, nil, failed // nothing checked: the groups set alone is no answer
 	}
-	sort.Strings(out)
-	return out, nil
+	sort.Strings(groups)
+	sort.Strings(unchecked)
+	return groups, unchecked, nil
 }
 
 // StreamKey is the Redis key of a partition's stream (the field name in the offset hashes).

@@ -192,8 +192,8 @@ func TestCommitAcknowledgesNativeReads(t *testing.T) {
 	})
 }
 
-// TestCommittedOffsetsOfGroupsAtOnce: the committed offsets of many groups are read in one round trip
-// per master (one pipeline on a standalone Redis, one per master on a cluster), each group's offsets,
+// TestCommittedOffsetsOfGroupsAtOnce: the committed offsets of many groups are read in a few pipelines
+// per master side by side (a round trip's time, not one per group), each group's offsets,
 // metadata and commit times as CommittedOffsets reads them alone; a group that committed nothing has
 // none, without an error.
 func TestCommittedOffsetsOfGroupsAtOnce(t *testing.T) {
@@ -229,8 +229,8 @@ func TestCommittedOffsetsOfGroupsAtOnce(t *testing.T) {
 			}
 			masters = len(seen)
 		}
-		if n != int64(masters) {
-			t.Errorf("%d groups: %d round trips, want %d (one per master)", len(groups), n, masters)
+		if most := int64(masters * committedPipelines); n > most {
+			t.Errorf("%d groups: %d round trips, want %d at most (%d per master, side by side)", len(groups), n, most, committedPipelines)
 		}
 		for i, g := range groups {
 			var want []Committed
@@ -317,7 +317,7 @@ func TestDeleteOffsetsAndGroups(t *testing.T) {
 		for p := range int32(2) {
 			appendOne(t, s, "d", p, plain("r", 4)...)
 		}
-		if gs, err := s.Groups(ctx); err != nil || len(gs) != 0 {
+		if gs, _, err := s.Groups(ctx); err != nil || len(gs) != 0 {
 			t.Fatalf("Groups before any commit: %v, %v", gs, err)
 		}
 		now := time.Now()
@@ -326,7 +326,7 @@ func TestDeleteOffsetsAndGroups(t *testing.T) {
 				OffsetCommit{Topic: "d", Partition: 0, Offset: 2, Metadata: "x"},
 				OffsetCommit{Topic: "d", Partition: 1, Offset: 1, Metadata: "y"})
 		}
-		if gs, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1,g2,g3" {
+		if gs, _, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1,g2,g3" {
 			t.Fatalf("Groups = %v", gs)
 		}
 		if ok, err := s.GroupExists(ctx, "g1"); !ok || err != nil {
@@ -366,7 +366,7 @@ func TestDeleteOffsetsAndGroups(t *testing.T) {
 		if err := s.DeleteOffsets(ctx, "g3", "", []OffsetCommit{{Topic: "d", Partition: 0}, {Topic: "d", Partition: 1}}); err != nil {
 			t.Fatal(err)
 		}
-		if gs, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1,g2" {
+		if gs, _, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1,g2" {
 			t.Fatalf("Groups after deleting all of g3's offsets = %v", gs)
 		}
 		if err := s.DeleteOffsets(ctx, "g3", "", nil); err != nil {
@@ -389,7 +389,7 @@ func TestDeleteOffsetsAndGroups(t *testing.T) {
 		if _, ok := redisGroup(t, s, "d", 1, "g1"); !ok {
 			t.Error("DeleteGroup(g2) removed g1's Redis consumer group")
 		}
-		if gs, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1" {
+		if gs, _, _ := s.Groups(ctx); strings.Join(gs, ",") != "g1" {
 			t.Fatalf("Groups after DeleteGroup = %v", gs)
 		}
 		if rdb.SIsMember(ctx, s.keys.groups(), "g2").Val() {
@@ -408,7 +408,7 @@ func TestDeleteOffsetsAndGroups(t *testing.T) {
 		if err := s.DeleteGroup(ctx, "g1", ""); err != nil {
 			t.Fatal(err)
 		}
-		if gs, _ := s.Groups(ctx); len(gs) != 0 {
+		if gs, _, _ := s.Groups(ctx); len(gs) != 0 {
 			t.Fatalf("Groups at the end = %v", gs)
 		}
 	})
