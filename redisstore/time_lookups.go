@@ -258,12 +258,23 @@ func (r timeReads) forTime(topic string, q timeQuery) (a TimeAnswer, scan timeSc
 	// The records between the two points are read (from the log start when the point below was
 	// deleted): up to the point at or above ts, whose record matches unless it was deleted too (then on
 	// from there, page by page).
-	return TimeAnswer{}, timeScan{r: ReadRequest{Topic: topic, Partition: q.partition, Offset: from, KnownPartition: q.known},
-		upTo: upTo, ts: q.ts, maxTS: maxTS, end: offs.End}, true
+	page := ReadRequest{Topic: topic, Partition: q.partition, Offset: from, KnownPartition: q.known}
+	if v := r.meta.Val(); len(v) == 5 && offs.End > 0 && anyInt(v[4])/offs.End*timeScanPage > timeScanBytes {
+		page.MaxBytes = timeScanBytes
+	}
+	return TimeAnswer{}, timeScan{r: page, upTo: upTo, ts: q.ts, maxTS: maxTS, end: offs.End}, true
 }
 
 // timeScanPage is the most records a scan reads in a round.
 const timeScanPage = 1000
+
+// timeScanBytes bounds a scan's page by bytes (ReadRequest.MaxBytes) on a partition whose records
+// average more than timeScanBytes/timeScanPage (its meta's bytes over its high watermark): the index
+// points are up to a thousand records apart, and a thousand 1 MB records read in one page, 64 lookups
+// in lock-step, took gigabytes. A bounded page takes up to readLimit(timeScanBytes) of records (3 MiB;
+// one record whatever its size), and its first read of a partition may look up its bytes index first,
+// a round trip that partitions of small records are spared.
+const timeScanBytes = 256 << 10
 
 // timeScan is an OffsetForTime scan under way: it reads its partition from r.Offset (the log start
 // when that is further) on for the first record with a timestamp of at least ts, its first page ending
@@ -326,18 +337,18 @@ func (sc *timeScan) take(res ReadResult) (a TimeAnswer, done bool) {
 
 // timeMeta queues on pipe the read of the fields of a partition's meta hash that a time lookup needs,
 // in one HMGET: maxts and maxoff (metaMax), next and start (readOffsets), which also tell whether a
-// known partition still has its meta hash.
+// known partition still has its meta hash, and bytes (the records' bytes appended: timeScanBound).
 func (s *Store) timeMeta(ctx context.Context, pipe redis.Pipeliner, topic string, partition int32) *redis.SliceCmd {
-	return pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff", "next", "start")
+	return pipe.HMGet(ctx, s.keys.meta(topic, partition), "maxts", "maxoff", "next", "start", "bytes")
 }
 
 // readTimeMeta parses timeMeta's reply: the partition's maximum timestamp and its offset (metaMax),
 // and its offsets, or ErrUnknownPartition when known and its meta hash is gone (readOffsets).
 func readTimeMeta(known bool, v []any) (maxOff, maxTS int64, stamped bool, offs Offsets, err error) {
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return 0, 0, false, Offsets{}, nil
 	}
-	if offs, err = readOffsets(ReadRequest{KnownPartition: known}, v[2:]); err != nil {
+	if offs, err = readOffsets(ReadRequest{KnownPartition: known}, v[2:4]); err != nil {
 		return 0, 0, false, Offsets{}, err
 	}
 	maxOff, maxTS, stamped = metaMax(v[:2])

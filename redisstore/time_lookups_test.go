@@ -1,9 +1,14 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,6 +164,57 @@ func TestLookUpTimesGapsInLockStep(t *testing.T) {
 		if n > longest*masters {
 			t.Errorf("LookUpTimes of %d lookups on %d masters: %d round trips, want at most %d (the longest lookup's, %d, per master)", len(lookups), masters, n, longest*masters, longest)
 		}
+	})
+}
+
+// TestTimeScanOfLargeRecordsBounded: a time lookup on a partition of large records reads its scan in
+// pages bounded by bytes (timeScanBytes), where a page took every record between two index points (up
+// to a thousand: a gigabyte of 1 MB records, for each partition looked up at once); the answers stay
+// those of the records' timestamps.
+func TestTimeScanOfLargeRecordsBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		const topic, n, size = "large-scan", 1100, 16 << 10
+		mustCreateTopic(t, s, topic, 1)
+		value := bytes.Repeat([]byte("v"), size)
+		for from := 0; from < n; from += 100 {
+			recs := make([]Record, 100)
+			for i := range recs {
+				recs[i] = Record{Timestamp: int64(1000 + from + i), Value: value}
+			}
+			appendOne(t, s, topic, 0, recs...)
+		}
+		var most atomic.Int64 // the largest COUNT of an XRANGE sent
+		xrange := func(cmd redis.Cmder) {
+			if args := cmd.Args(); strings.EqualFold(fmt.Sprint(args[0]), "xrange") && len(args) == 6 {
+				c, _ := strconv.ParseInt(fmt.Sprint(args[5]), 10, 64)
+				for m := most.Load(); c > m && !most.CompareAndSwap(m, c); m = most.Load() {
+				}
+			}
+		}
+		hookServers(t, s, func() []redis.Hook {
+			return []redis.Hook{pipelineHook(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+				for _, c := range cmds {
+					xrange(c)
+				}
+				return next(ctx, cmds)
+			}), processHook(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				xrange(cmd)
+				return next(ctx, cmd)
+			})}
+		})
+		for _, ts := range []int64{1000, 1300, 1700, 1950, 2099} {
+			offset, got, found, err := s.KnownOffsetForTime(ctx, topic, 0, ts)
+			if err != nil || !found || offset != ts-1000 || got != ts {
+				t.Errorf("offset for %d: %d (timestamp %d, found %v), %v; want %d", ts, offset, got, found, err, ts-1000)
+			}
+		}
+		// Up to readLimit(timeScanBytes) of records a page, as the bytes index interpolates them, and
+		// the two index segments a read starts and ends in.
+		if limit := (readLimit(timeScanBytes) + 2*bytesIndexStride) / size; most.Load() > limit {
+			t.Errorf("a scan's page asked for %d records of %d bytes, want %d at most", most.Load(), size, limit)
+		}
+		t.Logf("largest page: %d records", most.Load())
 	})
 }
 
