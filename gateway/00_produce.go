@@ -147,31 +147,23 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 }
 
 // requestRecordsError is the error Apache refuses a whole produce request with from its partitions'
-// first batch headers, ahead of acks, topics and everything else (0 for none): its RequestUtils.flags
-// reads each partition's first batch as its batch iterator does (protocol.NextBatch), so a corrupt
-// header fails the request with CORRUPT_MESSAGE, and a transactional batch fails it with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED in KafkaApis.handleProduceRequest (without a transactional id;
-// none is ever authorized here). The reading stops at the first partition that makes the request both
-// idempotent and transactional, so a corrupt header behind one is not seen.
+// first batch headers, ahead of acks, topics and everything else (0 for none): it reads each
+// partition's first batch as its batch iterator does (protocol.NextBatch), so a corrupt header fails
+// the request with CORRUPT_MESSAGE, until a partition's first batch is transactional, which fails it
+// with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (without a transactional id; none is ever authorized
+// here), whatever its producer ID or its length: a corrupt header behind it is not read.
 func requestRecordsError(req *kmsg.ProduceRequest) int16 {
-	var idempotent, transactional bool
 	for ti := range req.Topics {
 		for pi := range req.Topics[ti].Partitions {
 			records := req.Topics[ti].Partitions[pi].Records
-			if _, _, corrupt := protocol.NextBatch(records); corrupt {
+			size, _, corrupt := protocol.NextBatch(records)
+			switch {
+			case corrupt:
 				return kerr.CorruptMessage.Code
-			}
-			if h, ok := protocol.PeekBatch(records); ok {
-				idempotent = idempotent || h.ProducerID >= 0
-				transactional = transactional || h.Transactional()
-			}
-			if idempotent && transactional {
+			case size > 0 && protocol.TransactionalBatch(records[:size]):
 				return kerr.TransactionalIDAuthorizationFailed.Code
 			}
 		}
-	}
-	if transactional {
-		return kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	return 0
 }

@@ -660,9 +660,10 @@ func TestProduceCorruptSecondBatch(t *testing.T) {
 // TestProduceCorruptFirstBatch: a partition whose first batch header Kafka's batch iterator finds
 // corrupt (a length below 14, a magic outside 0-2) fails the whole request with CORRUPT_MESSAGE for
 // every partition and stores nothing, as Apache's reading of each partition's first batch
-// (RequestUtils.flags, ahead of everything else) throws; a partition whose bytes hold no whole first
-// batch fails alone with INVALID_RECORD. The reading stops at a partition that makes the request both
-// idempotent and transactional, which fails it with TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead.
+// (RequestUtils.hasTransactionalRecords, ahead of everything else) throws; a partition whose bytes hold no whole first
+// batch fails alone with INVALID_RECORD. The reading stops at the first partition whose first batch is
+// transactional (whatever its producer ID or length), which fails the request with
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead.
 func TestProduceCorruptFirstBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := startGateway(t, b)
@@ -691,6 +692,10 @@ func TestProduceCorruptFirstBatch(t *testing.T) {
 			return out
 		}
 		const transactional = 0x10
+		// A batch of 26 bytes (length 14, the least Kafka's batch iterator takes) marked transactional,
+		// followed by the rest of good's bytes.
+		shortTransactional := withLength(len(good), 14)
+		shortTransactional[22] |= transactional
 		var (
 			ok      = int16(0)
 			corrupt = kerr.CorruptMessage.Code
@@ -708,10 +713,12 @@ func TestProduceCorruptFirstBatch(t *testing.T) {
 			{"magic -1, 17 bytes", [2][]byte{good, withMagic(17, 0xff)}, [2]int16{corrupt, corrupt}},
 			{"corrupt, then good", [2][]byte{withMagic(len(good), 3), good}, [2]int16{corrupt, corrupt}},
 			{"corrupt, then transactional", [2][]byte{withMagic(len(good), 3), build(transactional, 5)}, [2]int16{corrupt, corrupt}},
-			// Idempotent and transactional: the reading stops before the corrupt header.
+			// Transactional: the reading stops before the corrupt header, with or without a producer ID.
 			{"transactional, then corrupt", [2][]byte{build(transactional, 5), withMagic(len(good), 3)}, [2]int16{txn, txn}},
-			// Transactional without a producer ID: the reading goes on and finds the corrupt header.
-			{"transactional without a producer, then corrupt", [2][]byte{build(transactional, -1), withMagic(len(good), 3)}, [2]int16{corrupt, corrupt}},
+			{"transactional without a producer, then corrupt", [2][]byte{build(transactional, -1), withMagic(len(good), 3)}, [2]int16{txn, txn}},
+			// A batch shorter than a magic 2 header is read all the same: its attributes are within it.
+			{"a transactional batch of 26 bytes, then good", [2][]byte{shortTransactional, good}, [2]int16{txn, txn}},
+			{"a transactional batch of 26 bytes, then corrupt", [2][]byte{shortTransactional, withMagic(len(good), 3)}, [2]int16{txn, txn}},
 			// No batch to read: the partition alone fails, in the request's validation.
 			{"11 bytes", [2][]byte{good, good[:11]}, [2]int16{ok, invalid}},
 			{"16 bytes", [2][]byte{good, good[:16]}, [2]int16{ok, invalid}},

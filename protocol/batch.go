@@ -219,6 +219,15 @@ func NextBatch(data []byte) (size int, magic int8, corrupt bool) {
 	return batchLenExtra + int(length), magic, false
 }
 
+// TransactionalBatch reports whether batch, a whole batch as NextBatch sizes it, is of magic 2 and
+// marked transactional. Its attributes alone are read, whatever its length: a batch that declares a
+// length below a magic 2 header's still holds them (NextBatch's least is 26 bytes), and a broker reads
+// them before anything else of the request.
+func TransactionalBatch(batch []byte) bool {
+	return len(batch) >= attrsOffset+2 && int8(batch[magicOffset]) == 2 &&
+		binary.BigEndian.Uint16(batch[attrsOffset:])&attrTransactional != 0
+}
+
 // legacyMessageOverhead is the smallest length a batch of any magic can declare (a magic 0 message's
 // CRC, magic, attributes and key and value lengths: Kafka's LegacyRecord.RECORD_OVERHEAD_V0).
 const legacyMessageOverhead = 14

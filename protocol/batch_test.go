@@ -611,3 +611,32 @@ func TestNextBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestTransactionalBatch: the transactional attribute of a magic 2 batch is read whatever its length
+// (down to NextBatch's least, 26 bytes); a batch of another magic, or not marked, is not transactional.
+func TestTransactionalBatch(t *testing.T) {
+	b := testBatch(1, 2)
+	b.Attributes = attrTransactional
+	marked := mustCompressed(t, b, CodecNone)
+	plain := mustCompressed(t, testBatch(1, 2), CodecNone)
+	magic1 := bytes.Clone(marked)
+	magic1[magicOffset] = 1
+	short := bytes.Clone(marked[:batchLenExtra+legacyMessageOverhead])
+	binary.BigEndian.PutUint32(short[batchLenOffset:], legacyMessageOverhead)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want bool
+	}{
+		{"marked", marked, true},
+		{"26 bytes, marked", short, true},
+		{"not marked", plain, false},
+		{"magic 1", magic1, false},
+		{"up to the attributes", marked[:attrsOffset+1], false},
+		{"empty", nil, false},
+	} {
+		if got := TransactionalBatch(tc.data); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
