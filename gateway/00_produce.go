@@ -16,15 +16,16 @@ package gateway
 // UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics); no whole first batch or one of magic 0/1
 // -> INVALID_RECORD, then zstd below v7 -> UNSUPPORTED_COMPRESSION_TYPE, then a corrupt header after
 // the first batch -> CORRUPT_MESSAGE or a second batch -> INVALID_RECORD, as Apache's request
-// validation answers them; a base offset other than 0 -> INVALID_RECORD, as Apache's log answers it
+// validation answers them; then acks outside {-1,0,1} -> INVALID_REQUIRED_ACKS for the partitions
+// that passed those, as Apache's ReplicaManager answers them; a base offset other than 0 ->
+// INVALID_RECORD, as Apache's log answers it
 // (all read from the headers, ahead of the size and the CRC, in Apache's order; bytes after the first
 // batch that are not a whole one are ignored, as Apache's log drops them); batch larger than
 // max.message.bytes, or decompressing past what is left of the request's budget (kafka.max_frame_bytes
 // for all its batches) -> MESSAGE_TOO_LARGE; bad CRC -> CORRUPT_MESSAGE; a batch badly built or with no
 // records -> INVALID_RECORD (as Apache's LogValidator answers it); a
 // CreateTime timestamp outside the topic's message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP
-// with record_errors and error_message, as LogValidator answers it; acks outside {-1,0,1} ->
-// INVALID_REQUIRED_ACKS. Redis failures -> NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable;
+// with record_errors and error_message, as LogValidator answers it. Redis failures -> NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable;
 // never success for a record not stored).
 //
 // Deviation: transactions are not supported; a transactional produce gets
@@ -83,14 +84,11 @@ type produceSlot struct{ t, p int }
 func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *produceJob {
 	g := c.g
 	j := &produceJob{c: c, req: req, resp: kmsg.NewPtrProduceResponse()}
-	fail := requestRecordsError(req)
-	switch {
-	case fail != 0: // refused from its batch headers, ahead of the rest
-	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
-		fail = kerr.InvalidRequiredAcks.Code
-	case req.TransactionID != nil:
+	fail := requestRecordsError(req) // refused from its batch headers, ahead of the rest
+	if fail == 0 && req.TransactionID != nil {
 		fail = kerr.TransactionalIDAuthorizationFailed.Code
 	}
+	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
 	now := time.Now().UnixMilli()
 	superseded := supersededEntries(req)
 	for ti := range req.Topics {
@@ -119,6 +117,14 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case head != 0:
 				sp.ErrorCode = head
+			case badAcks:
+				// Apache's log is handed the partitions its request validation let through, and
+				// refuses them all for their acks before anything of theirs is looked at.
+				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case nonZeroBaseOffset(records):
+				// As its log refuses them (UnifiedLog's analyzeAndValidateRecords; clients send 0,
+				// the broker assigns offsets), ahead of max.message.bytes and the CRC.
+				sp.ErrorCode = kerr.InvalidRecord.Code
 			case len(records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
 			default:
@@ -174,10 +180,9 @@ func requestRecordsError(req *kmsg.ProduceRequest) int16 {
 // each header as its batch iterator does: protocol.NextBatch) refuses records that do not begin with a
 // whole batch, or whose first batch is not magic 2, with INVALID_RECORD, zstd below Produce v7 with
 // UNSUPPORTED_COMPRESSION_TYPE (KIP-110), a corrupt header after the first batch with CORRUPT_MESSAGE
-// and a whole second batch with INVALID_RECORD; then its log refuses a base offset other than 0 with
-// INVALID_RECORD (UnifiedLog's analyzeAndValidateRecords; clients send 0, the broker assigns offsets)
-// and keeps the whole batches alone: bytes after the first batch that are not one are dropped, and
-// max.message.bytes is held against the batch. A magic 2 batch shorter than its header is left to the
+// and a whole second batch with INVALID_RECORD; its log (after the acks are checked) keeps the whole
+// batches alone: bytes after the first batch that are not one are dropped, and max.message.bytes is
+// held against the batch. A magic 2 batch shorter than its header is left to the
 // decoder with every byte. A few bytes read per
 // partition, none per record.
 func batchHeadError(version int16, records []byte) (code int16, batch []byte) {
@@ -200,10 +205,15 @@ func batchHeadError(version int16, records []byte) (code int16, batch []byte) {
 		return kerr.CorruptMessage.Code, nil
 	case next > 0:
 		return kerr.InvalidRecord.Code, nil
-	case h.BaseOffset != 0:
-		return kerr.InvalidRecord.Code, nil
 	}
 	return 0, records[:size]
+}
+
+// nonZeroBaseOffset reports whether batch (batchHeadError's) is a whole magic 2 batch whose base offset
+// is not 0.
+func nonZeroBaseOffset(batch []byte) bool {
+	h, ok := protocol.PeekBatch(batch)
+	return ok && h.BaseOffset != 0
 }
 
 // supersededEntries marks the partition entries of req that a later entry for the same topic and

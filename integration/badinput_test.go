@@ -425,7 +425,7 @@ func TestProduceValidationOrder(t *testing.T) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
 		adm := newAdmin(t, g)
-		mustCreateTopics(t, ctx, adm, 16, nil, "order")
+		mustCreateTopics(t, ctx, adm, 24, nil, "order")
 		mustCreateTopics(t, ctx, adm, 2, map[string]*string{"max.message.bytes": kadm.StringPtr("100")}, "order-small")
 		now := time.Now().UnixMilli()
 		build := func(codec protocol.Codec, pb protocol.Batch) []byte {
@@ -455,6 +455,7 @@ func TestProduceValidationOrder(t *testing.T) {
 			invalid     = kerr.InvalidRecord.Code
 			corrupt     = kerr.CorruptMessage.Code
 			refused     = kerr.TransactionalIDAuthorizationFailed.Code
+			badAcks     = kerr.InvalidRequiredAcks.Code
 		)
 		cases := []struct {
 			name    string
@@ -486,6 +487,15 @@ func TestProduceValidationOrder(t *testing.T) {
 			{"transactional, then a second batch", 9, "order", -1, cat(build(protocol.CodecNone, txn), plain()), refused},
 			{"transactional, acks 2", 9, "order", 2, build(protocol.CodecNone, txn), refused},
 			{"transactional, unknown topic", 9, "order-none", -1, build(protocol.CodecNone, txn), refused},
+			// Invalid acks answer the partitions the request's validation let through (Apache's
+			// ReplicaManager.appendRecords refuses the entries it is given), ahead of the log's checks.
+			{"acks 2, unknown topic", 9, "order-none", 2, plain(), kerr.UnknownTopicOrPartition.Code},
+			{"acks 2, a second batch", 9, "order", 2, cat(plain(), plain()), invalid},
+			{"acks 2, zstd below v7", 6, "order", 2, build(protocol.CodecZstd, protocol.Batch{}), unsupported},
+			{"acks 2, magic 1", 9, "order", 2, withMagic(1), invalid},
+			{"acks 2, base offset 5", 9, "order", 2, build(protocol.CodecNone, protocol.Batch{BaseOffset: 5}), badAcks},
+			{"acks 2, a bad CRC", 9, "order", 2, badCRC(plain()), badAcks},
+			{"acks 2, larger than max.message.bytes", 9, "order-small", 2, large, badAcks},
 		}
 		c := dialRaw(t, g.Addr)
 		for p, tc := range cases {
@@ -500,7 +510,7 @@ func TestProduceValidationOrder(t *testing.T) {
 		for _, tp := range []struct {
 			topic string
 			n     int
-		}{{"order", 16}, {"order-small", 2}} {
+		}{{"order", 24}, {"order-small", 2}} {
 			for p := range tp.n {
 				if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tp.topic, p)).Result(); err != nil || n != 0 {
 					t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", tp.topic, p, n, err)

@@ -27,7 +27,6 @@ const (
 	crcOffset          = 17
 	attrsOffset        = 21
 	maxTimestampOffset = 35
-	producerIDOffset   = 43
 	batchLenExtra      = 12 // baseOffset and batchLength, not counted in batchLength
 	minBatchLength     = batchHeaderLen - batchLenExtra
 	minRecordLength    = 7 // length, attributes, timestamp, offset, key, value, header count: a byte each
@@ -173,9 +172,9 @@ func DecodeBatchesInto(data []byte, maxDecompressed int, slab []Record) ([]Batch
 	return batches, nil
 }
 
-// PeekBatch reads the first batch's base offset, attributes and producer ID from data, the Records
-// bytes of one Produce partition, without reading its records or checking its CRC: what a broker
-// checks before them. The Batch returned has those three set and nothing else; ok is false unless data
+// PeekBatch reads the first batch's base offset and attributes from data, the Records bytes of one
+// Produce partition, without reading its records or checking its CRC: what a broker checks before
+// them. The Batch returned has BaseOffset and Attributes set and nothing else; ok is false unless data
 // begins with a whole magic 2 batch (DecodeBatches then says what is wrong with it).
 func PeekBatch(data []byte) (b Batch, ok bool) {
 	if len(data) < batchHeaderLen || int8(data[magicOffset]) != 2 {
@@ -187,7 +186,6 @@ func PeekBatch(data []byte) (b Batch, ok bool) {
 	}
 	b.BaseOffset = int64(binary.BigEndian.Uint64(data))
 	b.Attributes = int16(binary.BigEndian.Uint16(data[attrsOffset:]))
-	b.ProducerID = int64(binary.BigEndian.Uint64(data[producerIDOffset:]))
 	return b, true
 }
 

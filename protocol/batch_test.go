@@ -538,11 +538,11 @@ func TestDecodeChargesRecordsAndHeaders(t *testing.T) {
 	}
 }
 
-// TestPeekBatch: the base offset, attributes and producer ID of a whole magic 2 batch are read from its header;
+// TestPeekBatch: the base offset and attributes of a whole magic 2 batch are read from its header;
 // anything that is not one (short, truncated, another magic, a length below the header's) is not.
 func TestPeekBatch(t *testing.T) {
 	b := testBatch(2, 3)
-	b.BaseOffset, b.Attributes, b.ProducerID = 42, attrTransactional, 7001
+	b.BaseOffset, b.Attributes = 42, attrTransactional
 	whole := mustCompressed(t, b, CodecZstd)
 	magic1 := bytes.Clone(whole)
 	magic1[magicOffset] = 1
@@ -562,7 +562,7 @@ func TestPeekBatch(t *testing.T) {
 		{"empty", nil, false},
 	} {
 		h, ok := PeekBatch(tc.data)
-		if ok != tc.ok || ok && (h.BaseOffset != 42 || h.Compression() != CodecZstd || !h.Transactional() || h.ProducerID != 7001) {
+		if ok != tc.ok || ok && (h.BaseOffset != 42 || h.Compression() != CodecZstd || !h.Transactional()) {
 			t.Errorf("%s: %+v, ok %v; want ok %v", tc.name, h, ok, tc.ok)
 		}
 	}
