@@ -127,6 +127,9 @@ func (c *conn) prepareProduce(ctx context.Context, req *kmsg.ProduceRequest) *pr
 				sp.ErrorCode = kerr.InvalidRecord.Code
 			case len(records) > g.maxMessageBytes(topic):
 				sp.ErrorCode = kerr.MessageTooLarge.Code
+			case len(records) < protocol.BatchHeaderLen:
+				// A magic 2 batch shorter than its header: Apache's log finds it invalid, as a bad CRC.
+				sp.ErrorCode = kerr.CorruptMessage.Code
 			default:
 				// The request's batches take at most the largest frame accepted in memory beyond the
 				// frame, in all (decompressed, and as records): a request of a few kilobytes must not
@@ -182,9 +185,8 @@ func requestRecordsError(req *kmsg.ProduceRequest) int16 {
 // UNSUPPORTED_COMPRESSION_TYPE (KIP-110), a corrupt header after the first batch with CORRUPT_MESSAGE
 // and a whole second batch with INVALID_RECORD; its log (after the acks are checked) keeps the whole
 // batches alone: bytes after the first batch that are not one are dropped, and max.message.bytes is
-// held against the batch. A magic 2 batch shorter than its header is left to the
-// decoder with every byte. A few bytes read per
-// partition, none per record.
+// held against the batch (and one shorter than a magic 2 header is refused: prepareProduce). A few
+// bytes read per partition, none per record.
 func batchHeadError(version int16, records []byte) (code int16, batch []byte) {
 	size, magic, corrupt := protocol.NextBatch(records)
 	switch {
@@ -193,10 +195,9 @@ func batchHeadError(version int16, records []byte) (code int16, batch []byte) {
 	case size == 0, magic != 2:
 		return kerr.InvalidRecord.Code, nil
 	}
-	h, ok := protocol.PeekBatch(records[:size])
-	if !ok {
-		return 0, records
-	}
+	// At least 26 bytes of magic 2: its attributes are there, whatever its length.
+	h := protocol.Batch{}
+	h.Attributes, _ = protocol.BatchAttributes(records[:size])
 	next, _, nextCorrupt := protocol.NextBatch(records[size:])
 	switch {
 	case version < 7 && h.Compression() == protocol.CodecZstd:

@@ -425,7 +425,7 @@ func TestProduceValidationOrder(t *testing.T) {
 		g := startGateway(t, b)
 		ctx := testCtx(t, 30*time.Second)
 		adm := newAdmin(t, g)
-		mustCreateTopics(t, ctx, adm, 24, nil, "order")
+		mustCreateTopics(t, ctx, adm, 28, nil, "order")
 		mustCreateTopics(t, ctx, adm, 2, map[string]*string{"max.message.bytes": kadm.StringPtr("100")}, "order-small")
 		now := time.Now().UnixMilli()
 		build := func(codec protocol.Codec, pb protocol.Batch) []byte {
@@ -450,6 +450,11 @@ func TestProduceValidationOrder(t *testing.T) {
 		rand.New(rand.NewSource(4)).Read(noise)
 		large := rawBatch(t, -1, -1, -1, now, string(noise)) // above order-small's max.message.bytes
 		withMagic := func(magic byte) []byte { b := slices.Clone(large); b[16] = magic; return b }
+		short := func(b []byte) []byte { // its first 40 bytes, a batch shorter than a magic 2 header
+			out := slices.Clone(b[:40])
+			binary.BigEndian.PutUint32(out[8:], 40-12)
+			return out
+		}
 		var (
 			unsupported = kerr.UnsupportedCompressionType.Code
 			invalid     = kerr.InvalidRecord.Code
@@ -496,6 +501,12 @@ func TestProduceValidationOrder(t *testing.T) {
 			{"acks 2, base offset 5", 9, "order", 2, build(protocol.CodecNone, protocol.Batch{BaseOffset: 5}), badAcks},
 			{"acks 2, a bad CRC", 9, "order", 2, badCRC(plain()), badAcks},
 			{"acks 2, larger than max.message.bytes", 9, "order-small", 2, large, badAcks},
+			// A magic 2 batch shorter than its header goes through the request's validation (its
+			// attributes are read) and is refused by the log, as a bad CRC.
+			{"40 bytes", 9, "order", -1, short(plain()), corrupt},
+			{"40 bytes, zstd below v7", 6, "order", -1, short(build(protocol.CodecZstd, protocol.Batch{})), unsupported},
+			{"40 bytes, then a second batch", 9, "order", -1, cat(short(plain()), plain()), invalid},
+			{"40 bytes, acks 2", 9, "order", 2, short(plain()), badAcks},
 		}
 		c := dialRaw(t, g.Addr)
 		for p, tc := range cases {
@@ -510,7 +521,7 @@ func TestProduceValidationOrder(t *testing.T) {
 		for _, tp := range []struct {
 			topic string
 			n     int
-		}{{"order", 24}, {"order-small", 2}} {
+		}{{"order", 28}, {"order-small", 2}} {
 			for p := range tp.n {
 				if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tp.topic, p)).Result(); err != nil || n != 0 {
 					t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", tp.topic, p, n, err)

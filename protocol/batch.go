@@ -222,8 +222,17 @@ func NextBatch(data []byte) (size int, magic int8, corrupt bool) {
 // length below a magic 2 header's still holds them (NextBatch's least is 26 bytes), and a broker reads
 // them before anything else of the request.
 func TransactionalBatch(batch []byte) bool {
-	return len(batch) >= attrsOffset+2 && int8(batch[magicOffset]) == 2 &&
-		binary.BigEndian.Uint16(batch[attrsOffset:])&attrTransactional != 0
+	attrs, ok := BatchAttributes(batch)
+	return ok && attrs&attrTransactional != 0
+}
+
+// BatchAttributes reads the attributes of batch, a whole batch as NextBatch sizes it, when it is of
+// magic 2 (ok), whatever its length, as a broker reads them before anything else of the batch.
+func BatchAttributes(batch []byte) (attrs int16, ok bool) {
+	if len(batch) < attrsOffset+2 || int8(batch[magicOffset]) != 2 {
+		return 0, false
+	}
+	return int16(binary.BigEndian.Uint16(batch[attrsOffset:])), true
 }
 
 // legacyMessageOverhead is the smallest length a batch of any magic can declare (a magic 0 message's
