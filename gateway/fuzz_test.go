@@ -291,7 +291,7 @@ func panicsRecovered() float64 {
 	return n
 }
 
-func (e *fuzzEnv) run(t *testing.T, key, version int16, mode uint8, body []byte) (outcome string) {
+func (e *fuzzEnv) run(t *testing.T, key, version int16, mode uint8, body []byte) {
 	frame := fuzzFrame(key, version, mode, 1, body)
 	req := fuzzRequest(frame)
 	wait := time.Duration(0)
@@ -340,7 +340,7 @@ func (e *fuzzEnv) run(t *testing.T, key, version int16, mode uint8, body []byte)
 			if i == 0 && mustAnswer {
 				t.Fatalf("the connection closed on a valid %s v%d request: %s", kmsg.NameForKey(key), version, e.logs.take())
 			}
-			return fmt.Sprintf("closed after %d answers", i)
+			return // closed after i answers
 		case err != nil:
 			t.Fatalf("read: %v", err)
 		case got != corr:
@@ -360,7 +360,6 @@ func (e *fuzzEnv) run(t *testing.T, key, version int16, mode uint8, body []byte)
 			}
 		}
 	}
-	return "answered"
 }
 
 // checkResponse decodes an answer to a request of key and version.
