@@ -119,16 +119,7 @@ func startFuzzGateway(f testing.TB) *fuzzEnv {
 		MaxSessionTimeout:     2 * time.Second,
 		EmptyGroupRetention:   10 * time.Second,
 	}}, store, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		cancel()
-		f.Fatalf("Serve: %v", err)
-	}
-	f.Cleanup(func() { cancel(); <-done })
+	startServing(f, g)
 	env := &fuzzEnv{addr: g.ln.Addr().String(), store: store, logs: logs}
 	env.ensureTopic(f)
 

@@ -48,7 +48,7 @@ func serveOn(t *testing.T, store *redisstore.Store, cfg Config) (g *Gateway, sto
 
 // startServing runs g.Serve (which listens unless g already does) until the returned cancel (or the
 // test's end), which waits for Serve.
-func startServing(t *testing.T, g *Gateway) context.CancelFunc {
+func startServing(t testing.TB, g *Gateway) context.CancelFunc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
