@@ -22,11 +22,11 @@ package gateway
 // (all read from the headers, ahead of the size and the CRC, in Apache's order; bytes after the first
 // batch that are not a whole one are ignored, as Apache's log drops them); batch larger than
 // max.message.bytes, or decompressing past what is left of the request's budget (kafka.max_frame_bytes
-// for all its batches) -> MESSAGE_TOO_LARGE; bad CRC -> CORRUPT_MESSAGE; a batch badly built or with no
-// records -> INVALID_RECORD (as Apache's LogValidator answers it); a
-// CreateTime timestamp outside the topic's message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP
-// with record_errors and error_message, as LogValidator answers it. Redis failures -> NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable;
-// never success for a record not stored).
+// for all its batches) -> MESSAGE_TOO_LARGE; a batch shorter than a magic 2 header, or a bad CRC ->
+// CORRUPT_MESSAGE; a batch badly built or with no records -> INVALID_RECORD (as Apache's LogValidator
+// answers it); a CreateTime timestamp outside the topic's message.timestamp.before/after.max.ms ->
+// INVALID_TIMESTAMP with record_errors and error_message, as LogValidator answers it. Redis failures
+// -> NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT (retriable; never success for a record not stored).
 //
 // Deviation: transactions are not supported; a transactional produce gets
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED: every partition of a request with a transactional id (Apache

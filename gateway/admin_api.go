@@ -512,8 +512,8 @@ func (g *Gateway) groupOffsets(ctx context.Context, group, topicFilter string) (
 // groupsOffsets is groupOffsets of each of groups, read at once: the groups' committed offsets in one
 // store call, then every partition any of them committed, once, in another (logOffsets). A list of
 // groups costs a few round trips whatever its length, and a master down a command timeout at most,
-// not one for each group it holds. Each of the two steps gets callTimeout when it is not 0 (else the store's
-// command timeout), so a stalled first step leaves the second its time.
+// not one for each group it holds. Each of the two steps gets callTimeout when it is not 0 (else the
+// store's command timeout), so a stalled first step leaves the second its time.
 func (g *Gateway) groupsOffsets(ctx context.Context, groups []string, topicFilter string, callTimeout time.Duration) ([][]partitionOffset, []error) {
 	bounded := func() (context.Context, context.CancelFunc) {
 		if callTimeout == 0 {
