@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -448,13 +449,8 @@ func TestProduceValidationOrder(t *testing.T) {
 		cat := func(bs ...[]byte) []byte { return slices.Concat(bs...) }
 		noise := make([]byte, 300)
 		rand.New(rand.NewSource(4)).Read(noise)
-		large := rawBatch(t, -1, -1, -1, now, string(noise)) // above order-small's max.message.bytes
-		withMagic := func(magic byte) []byte { b := slices.Clone(large); b[16] = magic; return b }
-		short := func(b []byte) []byte { // its first 40 bytes, a batch shorter than a magic 2 header
-			out := slices.Clone(b[:40])
-			binary.BigEndian.PutUint32(out[8:], 40-12)
-			return out
-		}
+		large := rawBatch(t, -1, -1, -1, now, string(noise))               // above order-small's max.message.bytes
+		short := func(b []byte) []byte { return withLength(b, 40, 40-12) } // a batch shorter than a magic 2 header
 		var (
 			unsupported = kerr.UnsupportedCompressionType.Code
 			invalid     = kerr.InvalidRecord.Code
@@ -482,8 +478,8 @@ func TestProduceValidationOrder(t *testing.T) {
 			{"a bad CRC, then 3 bytes", 9, "order", -1, cat(badCRC(plain()), []byte{0, 0, 0}), corrupt},
 			// The request validation refuses a first batch of magic 0 or 1, and records without a
 			// whole first batch, before the log holds the batch against max.message.bytes.
-			{"magic 1, larger than max.message.bytes", 9, "order-small", -1, withMagic(1), invalid},
-			{"magic 0, larger than max.message.bytes", 9, "order-small", -1, withMagic(0), invalid},
+			{"magic 1, larger than max.message.bytes", 9, "order-small", -1, withMagic(large, len(large), 1), invalid},
+			{"magic 0, larger than max.message.bytes", 9, "order-small", -1, withMagic(large, len(large), 0), invalid},
 			{"a truncated batch larger than max.message.bytes", 9, "order-small", -1, large[:len(large)-1], invalid},
 			// A transactional batch is refused before anything else is looked at.
 			{"transactional, base offset 5", 9, "order", -1, build(protocol.CodecNone, txnAt5), refused},
@@ -497,7 +493,7 @@ func TestProduceValidationOrder(t *testing.T) {
 			{"acks 2, unknown topic", 9, "order-none", 2, plain(), kerr.UnknownTopicOrPartition.Code},
 			{"acks 2, a second batch", 9, "order", 2, cat(plain(), plain()), invalid},
 			{"acks 2, zstd below v7", 6, "order", 2, build(protocol.CodecZstd, protocol.Batch{}), unsupported},
-			{"acks 2, magic 1", 9, "order", 2, withMagic(1), invalid},
+			{"acks 2, magic 1", 9, "order", 2, withMagic(large, len(large), 1), invalid},
 			{"acks 2, base offset 5", 9, "order", 2, build(protocol.CodecNone, protocol.Batch{BaseOffset: 5}), badAcks},
 			{"acks 2, a bad CRC", 9, "order", 2, badCRC(plain()), badAcks},
 			{"acks 2, larger than max.message.bytes", 9, "order-small", 2, large, badAcks},
@@ -518,16 +514,8 @@ func TestProduceValidationOrder(t *testing.T) {
 				t.Errorf("%s (v%d): error %d, want %d", tc.name, tc.version, sp.ErrorCode, tc.want)
 			}
 		}
-		for _, tp := range []struct {
-			topic string
-			n     int
-		}{{"order", 28}, {"order-small", 2}} {
-			for p := range tp.n {
-				if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tp.topic, p)).Result(); err != nil || n != 0 {
-					t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", tp.topic, p, n, err)
-				}
-			}
-		}
+		expectNothingStored(t, ctx, g, "order", 28)
+		expectNothingStored(t, ctx, g, "order-small", 2)
 		c.apiVersionsOK()
 	})
 }
@@ -614,16 +602,6 @@ func TestProduceCorruptSecondBatch(t *testing.T) {
 		}
 		first := build(protocol.CodecNone, 0, "first")
 		next := build(protocol.CodecNone, 0, "next")
-		withLength := func(batch []byte, n int, length int32) []byte { // batch's first n bytes, declaring length
-			out := slices.Clone(batch[:n])
-			binary.BigEndian.PutUint32(out[8:], uint32(length))
-			return out
-		}
-		withMagic := func(batch []byte, magic byte) []byte {
-			out := slices.Clone(batch)
-			out[16] = magic
-			return out
-		}
 		badCRC := func(b []byte) []byte { b[len(b)-2] ^= 0x20; return b }
 		noise := make([]byte, 300)
 		rand.New(rand.NewSource(3)).Read(noise)
@@ -642,17 +620,17 @@ func TestProduceCorruptSecondBatch(t *testing.T) {
 			{"a length of 13, 12 bytes", 9, "corrupt2", slices.Concat(first, withLength(next, 12, 13)), corrupt},
 			{"a length of 13, whole", 9, "corrupt2", slices.Concat(first, withLength(next, len(next), 13)), corrupt},
 			{"a length of -1", 9, "corrupt2", slices.Concat(first, withLength(next, len(next), -1)), corrupt},
-			{"magic 3", 9, "corrupt2", slices.Concat(first, withMagic(next, 3)), corrupt},
-			{"magic -1, 17 bytes", 9, "corrupt2", slices.Concat(first, withMagic(next, 0xff)[:17]), corrupt},
+			{"magic 3", 9, "corrupt2", slices.Concat(first, withMagic(next, len(next), 3)), corrupt},
+			{"magic -1, 17 bytes", 9, "corrupt2", slices.Concat(first, withMagic(next, 17, 0xff)), corrupt},
 			// Ahead of the log's checks of the first batch.
-			{"base offset 5, then magic 3", 9, "corrupt2", slices.Concat(build(protocol.CodecNone, 5, "at 5"), withMagic(next, 3)), corrupt},
+			{"base offset 5, then magic 3", 9, "corrupt2", slices.Concat(build(protocol.CodecNone, 5, "at 5"), withMagic(next, len(next), 3)), corrupt},
 			{"a bad CRC, then a length of 13", 9, "corrupt2", slices.Concat(badCRC(build(protocol.CodecNone, 0, "crc")), withLength(next, 12, 13)), corrupt},
-			{"too large, then magic 3", 9, "corrupt2-small", slices.Concat(build(protocol.CodecNone, 0, string(noise)), withMagic(next, 3)), corrupt},
+			{"too large, then magic 3", 9, "corrupt2-small", slices.Concat(build(protocol.CodecNone, 0, string(noise)), withMagic(next, len(next), 3)), corrupt},
 			// Behind the request validation's checks of the first batch.
-			{"zstd below v7, then magic 3", 6, "corrupt2", slices.Concat(build(protocol.CodecZstd, 0, "z"), withMagic(next, 3)), unsupported},
-			{"a whole second batch, then magic 3", 9, "corrupt2", slices.Concat(first, next, withMagic(next, 3)), invalid},
+			{"zstd below v7, then magic 3", 6, "corrupt2", slices.Concat(build(protocol.CodecZstd, 0, "z"), withMagic(next, len(next), 3)), unsupported},
+			{"a whole second batch, then magic 3", 9, "corrupt2", slices.Concat(first, next, withMagic(next, len(next), 3)), invalid},
 			// A whole magic 1 first batch is refused for its magic before anything after it is read.
-			{"magic 1, then magic 3", 9, "corrupt2", slices.Concat(withMagic(first, 1), withMagic(next, 3)), invalid},
+			{"magic 1, then magic 3", 9, "corrupt2", slices.Concat(withMagic(first, len(first), 1), withMagic(next, len(next), 3)), invalid},
 		}
 		c := dialRaw(t, g.Addr)
 		for p, tc := range cases {
@@ -664,16 +642,8 @@ func TestProduceCorruptSecondBatch(t *testing.T) {
 				t.Errorf("%s (v%d): error %d, want %d", tc.name, tc.version, sp.ErrorCode, tc.want)
 			}
 		}
-		for _, tp := range []struct {
-			topic string
-			n     int
-		}{{"corrupt2", 12}, {"corrupt2-small", 1}} {
-			for p := range tp.n {
-				if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, tp.topic, p)).Result(); err != nil || n != 0 {
-					t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", tp.topic, p, n, err)
-				}
-			}
-		}
+		expectNothingStored(t, ctx, g, "corrupt2", 12)
+		expectNothingStored(t, ctx, g, "corrupt2-small", 1)
 		c.apiVersionsOK()
 	})
 }
@@ -702,20 +672,10 @@ func TestProduceCorruptFirstBatch(t *testing.T) {
 			return out
 		}
 		good := build(0, -1)
-		withLength := func(n int, length int32) []byte { // good's first n bytes, declaring length
-			out := slices.Clone(good[:n])
-			binary.BigEndian.PutUint32(out[8:], uint32(length))
-			return out
-		}
-		withMagic := func(n int, magic byte) []byte {
-			out := slices.Clone(good[:n])
-			out[16] = magic
-			return out
-		}
 		const transactional = 0x10
 		// A batch of 26 bytes (length 14, the least Kafka's batch iterator takes) marked transactional,
 		// followed by the rest of good's bytes.
-		shortTransactional := withLength(len(good), 14)
+		shortTransactional := withLength(good, len(good), 14)
 		shortTransactional[22] |= transactional
 		var (
 			ok      = int16(0)
@@ -728,18 +688,18 @@ func TestProduceCorruptFirstBatch(t *testing.T) {
 			records [2][]byte // the request's two partitions, in order
 			want    [2]int16
 		}{
-			{"a length of 13, 12 bytes", [2][]byte{good, withLength(12, 13)}, [2]int16{corrupt, corrupt}},
-			{"a length of -1, whole", [2][]byte{good, withLength(len(good), -1)}, [2]int16{corrupt, corrupt}},
-			{"magic 3", [2][]byte{good, withMagic(len(good), 3)}, [2]int16{corrupt, corrupt}},
-			{"magic -1, 17 bytes", [2][]byte{good, withMagic(17, 0xff)}, [2]int16{corrupt, corrupt}},
-			{"corrupt, then good", [2][]byte{withMagic(len(good), 3), good}, [2]int16{corrupt, corrupt}},
-			{"corrupt, then transactional", [2][]byte{withMagic(len(good), 3), build(transactional, 5)}, [2]int16{corrupt, corrupt}},
+			{"a length of 13, 12 bytes", [2][]byte{good, withLength(good, 12, 13)}, [2]int16{corrupt, corrupt}},
+			{"a length of -1, whole", [2][]byte{good, withLength(good, len(good), -1)}, [2]int16{corrupt, corrupt}},
+			{"magic 3", [2][]byte{good, withMagic(good, len(good), 3)}, [2]int16{corrupt, corrupt}},
+			{"magic -1, 17 bytes", [2][]byte{good, withMagic(good, 17, 0xff)}, [2]int16{corrupt, corrupt}},
+			{"corrupt, then good", [2][]byte{withMagic(good, len(good), 3), good}, [2]int16{corrupt, corrupt}},
+			{"corrupt, then transactional", [2][]byte{withMagic(good, len(good), 3), build(transactional, 5)}, [2]int16{corrupt, corrupt}},
 			// Transactional: the reading stops before the corrupt header, with or without a producer ID.
-			{"transactional, then corrupt", [2][]byte{build(transactional, 5), withMagic(len(good), 3)}, [2]int16{txn, txn}},
-			{"transactional without a producer, then corrupt", [2][]byte{build(transactional, -1), withMagic(len(good), 3)}, [2]int16{txn, txn}},
+			{"transactional, then corrupt", [2][]byte{build(transactional, 5), withMagic(good, len(good), 3)}, [2]int16{txn, txn}},
+			{"transactional without a producer, then corrupt", [2][]byte{build(transactional, -1), withMagic(good, len(good), 3)}, [2]int16{txn, txn}},
 			// A batch shorter than a magic 2 header is read all the same: its attributes are within it.
 			{"a transactional batch of 26 bytes, then good", [2][]byte{shortTransactional, good}, [2]int16{txn, txn}},
-			{"a transactional batch of 26 bytes, then corrupt", [2][]byte{shortTransactional, withMagic(len(good), 3)}, [2]int16{txn, txn}},
+			{"a transactional batch of 26 bytes, then corrupt", [2][]byte{shortTransactional, withMagic(good, len(good), 3)}, [2]int16{txn, txn}},
 			// No batch to read: the partition alone fails, in the request's validation.
 			{"11 bytes", [2][]byte{good, good[:11]}, [2]int16{ok, invalid}},
 			{"16 bytes", [2][]byte{good, good[:16]}, [2]int16{ok, invalid}},
@@ -770,4 +730,28 @@ func TestProduceCorruptFirstBatch(t *testing.T) {
 		}
 		c.apiVersionsOK()
 	})
+}
+
+// withLength is batch's first n bytes, its header declaring length.
+func withLength(batch []byte, n int, length int32) []byte {
+	out := slices.Clone(batch[:n])
+	binary.BigEndian.PutUint32(out[8:], uint32(length))
+	return out
+}
+
+// withMagic is batch's first n bytes, its header declaring magic.
+func withMagic(batch []byte, n int, magic byte) []byte {
+	out := slices.Clone(batch[:n])
+	out[16] = magic
+	return out
+}
+
+// expectNothingStored checks that partitions 0..n-1 of topic hold no entry.
+func expectNothingStored(t *testing.T, ctx context.Context, g *testGateway, topic string, n int) {
+	t.Helper()
+	for p := range n {
+		if n, err := g.Store.Client().XLen(ctx, fmt.Sprintf("%s:stream:{%s:%d}", g.Namespace, topic, p)).Result(); err != nil || n != 0 {
+			t.Errorf("%s/%d: XLEN %d, %v; want nothing stored", topic, p, n, err)
+		}
+	}
 }

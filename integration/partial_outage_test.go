@@ -29,9 +29,28 @@ import (
 // victim, and a topic of 6 partitions, 2 on each master.
 type outageCluster struct {
 	rc        *redistest.Cluster
+	cc        *redis.ClusterClient // the cluster's slot map, for masterOf
 	ns, topic string
 	victim    *redistest.Server
 	onVictim  map[int32]bool
+}
+
+// masterOf is the address of the master holding key.
+func (oc *outageCluster) masterOf(t *testing.T, ctx context.Context, key string) string {
+	t.Helper()
+	m, err := oc.cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Options().Addr
+}
+
+// forEachStop runs fn as two subtests, the victim paused in one (it takes connections and answers
+// nothing) and killed in the other.
+func forEachStop(t *testing.T, fn func(t *testing.T, paused bool)) {
+	for _, paused := range []bool{true, false} {
+		t.Run(map[bool]string{true: "paused", false: "killed"}[paused], func(t *testing.T) { fn(t, paused) })
+	}
 }
 
 func startOutageCluster(t *testing.T, ctx context.Context) *outageCluster {
@@ -41,17 +60,9 @@ func startOutageCluster(t *testing.T, ctx context.Context) *outageCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.Stop)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
-	defer cc.Close()
-	masterOf := func(key string) string {
-		t.Helper()
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
-	oc := &outageCluster{rc: rc}
+	oc := &outageCluster{rc: rc, cc: redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})}
+	t.Cleanup(func() { oc.cc.Close() })
+	masterOf := func(key string) string { return oc.masterOf(t, ctx, key) }
 	for n := 0; oc.victim == nil; n++ {
 		if n == 1000 {
 			t.Fatal("no namespace leaves a master without the gateway-wide keys")
@@ -112,9 +123,7 @@ func (oc *outageCluster) stopVictim(t *testing.T, paused bool) (resume func()) {
 // client, its retries for the down master out of time, gave every command of it the deadline's error:
 // no partition was served while the master stayed down, each request after a command timeout.
 func TestConsumeThroughMasterDown(t *testing.T) {
-	for _, paused := range []bool{true, false} {
-		t.Run(map[bool]string{true: "paused", false: "killed"}[paused], func(t *testing.T) { consumeThroughMasterDown(t, paused) })
-	}
+	forEachStop(t, consumeThroughMasterDown)
 }
 
 func consumeThroughMasterDown(t *testing.T, paused bool) {
@@ -240,9 +249,7 @@ func consumeThroughMasterDown(t *testing.T, paused bool) {
 // still answers 503. Each report read every partition in one call that failed whole: 503 for all,
 // once the first partition's read failed.
 func TestAdminReportsThroughMasterDown(t *testing.T) {
-	for _, paused := range []bool{true, false} {
-		t.Run(map[bool]string{true: "paused", false: "killed"}[paused], func(t *testing.T) { adminReportsThroughMasterDown(t, paused) })
-	}
+	forEachStop(t, adminReportsThroughMasterDown)
 }
 
 func adminReportsThroughMasterDown(t *testing.T, paused bool) {
@@ -251,16 +258,7 @@ func adminReportsThroughMasterDown(t *testing.T, paused bool) {
 	const commandTimeout = 5 * time.Second // the default
 	g := startGatewayWithStoreCfg(t, redisstore.Options{Addrs: oc.rc.Addrs(), Cluster: true, Namespace: oc.ns,
 		CommandTimeout: commandTimeout}, func(c *gateway.Config) { c.AdminListen, c.LagMetrics = "127.0.0.1:0", true })
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: oc.rc.Addrs()})
-	defer cc.Close()
-	onVictim := func(key string) bool {
-		t.Helper()
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr == oc.victim.Addr
-	}
+	onVictim := func(key string) bool { return oc.masterOf(t, ctx, key) == oc.victim.Addr }
 	// Two groups whose offsets are off the victim: one committing oc.topic, the other a topic of one
 	// partition on the victim alone.
 	name := func(prefix string, want func(string) bool) string {
@@ -459,16 +457,7 @@ func TestAdminReportsWaitForAMasterDownOnce(t *testing.T) {
 	const commandTimeout = 5 * time.Second
 	g := startGatewayWithStoreCfg(t, redisstore.Options{Addrs: oc.rc.Addrs(), Cluster: true, Namespace: oc.ns,
 		CommandTimeout: commandTimeout}, func(c *gateway.Config) { c.AdminListen, c.LagMetrics = "127.0.0.1:0", true })
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: oc.rc.Addrs()})
-	defer cc.Close()
-	onVictim := func(key string) bool {
-		t.Helper()
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr == oc.victim.Addr
-	}
+	onVictim := func(key string) bool { return oc.masterOf(t, ctx, key) == oc.victim.Addr }
 	// partsOnVictim says whether all partitions of a topic of n are on the victim (want true) or all
 	// off it (want false). (The down topics have one partition: a key's slot is a CRC16, so the slots of
 	// two names that differ in one character are a fixed XOR apart, which the victim's range of slots
