@@ -1036,7 +1036,7 @@ func TestSplitReads(t *testing.T) {
 		{Partition: 2, Offset: 0, Count: 10000, Expect: 500},
 		{Partition: 3, Offset: 5, Count: 0},
 	}
-	got := splitReads(reqs, 512, 2)
+	got := splitReads(reqs, 512, 2, math.MaxInt64)
 	want := [][]readPiece{
 		{{req: 0, from: 10, to: -1, count: 300}, {req: 2, from: 0, to: 99, count: 100}},
 		{{req: 2, from: 100, to: -1, count: 9900}},
@@ -1044,7 +1044,7 @@ func TestSplitReads(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("split in 2: %v, want %v", got, want)
 	}
-	got = splitReads(reqs, 512, 4) // 800 expected: parts of at least 256, so 3 of 267
+	got = splitReads(reqs, 512, 4, math.MaxInt64) // 800 expected: parts of at least 256, so 3 of 267
 	want = [][]readPiece{
 		{{req: 0, from: 10, to: 276, count: 267}},
 		{{req: 0, from: 277, to: -1, count: 33}, {req: 2, from: 0, to: 233, count: 234}},
@@ -1053,9 +1053,47 @@ func TestSplitReads(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("split in 3: %v, want %v", got, want)
 	}
-	got = splitReads(reqs[:2], 512, 4)
+	got = splitReads(reqs[:2], 512, 4, math.MaxInt64)
 	if len(got) != 1 || len(got[0]) != 1 || got[0][0] != (readPiece{req: 0, from: 10, to: -1, count: 300}) {
 		t.Fatalf("small read split: %v", got)
+	}
+}
+
+// TestSplitReadsByReplyBytes: a read expected to bring more reply than a pipeline should is split
+// into lists that each bring about readPipelineBytes, every expected entry in exactly one piece.
+func TestSplitReadsByReplyBytes(t *testing.T) {
+	var reqs []ReadRequest
+	for p := range int32(64) {
+		reqs = append(reqs, ReadRequest{Partition: p, Offset: int64(p) * 10, Count: 997, RecordBytes: 1032})
+	}
+	reqs = append(reqs, ReadRequest{Partition: 64, Offset: 0, Count: 5000, Expect: 3}) // at its end
+	lists := splitReads(reqs, readSplitMin, readSplitMax, readPipelineBytes)
+	// 63,808 entries of 1,112 bytes and 3 of 180: 70,955,036 bytes, 271 lists of 236 entries.
+	if len(lists) != 271 {
+		t.Fatalf("%d lists, want 271", len(lists))
+	}
+	next := make([]int64, len(reqs)) // the offset each request's next piece starts at
+	for i, r := range reqs {
+		next[i] = r.Offset
+	}
+	for li, l := range lists {
+		var b int64
+		for _, pc := range l {
+			r := reqs[pc.req]
+			if pc.from != next[pc.req] {
+				t.Fatalf("list %d: request %d's piece from %d, want %d", li, pc.req, pc.from, next[pc.req])
+			}
+			next[pc.req] = pc.from + pc.count
+			b += replyBytes(pc.expected(r), r.RecordBytes)
+		}
+		if b == 0 || b > readPipelineBytes+1112 {
+			t.Fatalf("list %d expects %d bytes of reply", li, b)
+		}
+	}
+	for i, r := range reqs {
+		if next[i] != r.Offset+r.Count {
+			t.Fatalf("request %d read up to %d, want %d", i, next[i], r.Offset+r.Count)
+		}
 	}
 }
 
@@ -1078,22 +1116,28 @@ func TestReadSplitMatchesWholeRead(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		reqs := []ReadRequest{{Topic: "split", Partition: 0, Offset: 3, Count: 2000}, {Topic: "split", Partition: 1, Offset: 0, Count: 1000}}
-		if parts := splitReads(reqs, readSplitMin, readSplitMax); len(parts) < 2 {
-			t.Fatal("the read is not split; the test proves nothing")
-		}
-		whole := splitReads(reqs, math.MaxInt64, 1)
-		want := make([]ReadResult, len(reqs))
-		s.readPieces(t.Context(), reqs, whole[0], true, nil, want)
-		got := s.Read(t.Context(), reqs)
-		for i := range reqs {
-			if got[i].Err != nil || want[i].Err != nil || got[i].Offsets != want[i].Offsets ||
-				!equalInts(offsetsOf(got[i].Records), offsetsOf(want[i].Records)) || len(got[i].Records) < 900 {
-				t.Fatalf("partition %d: split read %v (%d records), whole read %v (%d records)", i, got[i].Err, len(got[i].Records), want[i].Err, len(want[i].Records))
+		// Records announced as 8 KiB bring 25 MB of reply by the split's reckoning: about a hundred
+		// parts, taken four at a time.
+		for _, recordBytes := range []int64{0, 8 << 10} {
+			reqs := []ReadRequest{{Topic: "split", Partition: 0, Offset: 3, Count: 2000, RecordBytes: recordBytes},
+				{Topic: "split", Partition: 1, Offset: 0, Count: 1000, RecordBytes: recordBytes}}
+			parts := splitReads(reqs, readSplitMin, readSplitMax, readPipelineBytes)
+			if len(parts) < 2 || recordBytes > 0 && len(parts) < 90 {
+				t.Fatalf("the read is split in %d parts; the test proves nothing", len(parts))
 			}
-			for j, r := range got[i].Records {
-				if !bytes.Equal(r.Value, want[i].Records[j].Value) {
-					t.Fatalf("partition %d offset %d: %q vs %q", i, r.Offset, r.Value, want[i].Records[j].Value)
+			whole := splitReads(reqs, math.MaxInt64, 1, math.MaxInt64)
+			want := make([]ReadResult, len(reqs))
+			s.readPieces(t.Context(), reqs, whole[0], true, nil, want)
+			got := s.Read(t.Context(), reqs)
+			for i := range reqs {
+				if got[i].Err != nil || want[i].Err != nil || got[i].Offsets != want[i].Offsets ||
+					!equalInts(offsetsOf(got[i].Records), offsetsOf(want[i].Records)) || len(got[i].Records) < 900 {
+					t.Fatalf("%d parts, partition %d: split read %v (%d records), whole read %v (%d records)", len(parts), i, got[i].Err, len(got[i].Records), want[i].Err, len(want[i].Records))
+				}
+				for j, r := range got[i].Records {
+					if !bytes.Equal(r.Value, want[i].Records[j].Value) {
+						t.Fatalf("%d parts, partition %d offset %d: %q vs %q", len(parts), i, r.Offset, r.Value, want[i].Records[j].Value)
+					}
 				}
 			}
 		}
@@ -1178,7 +1222,7 @@ func TestReadSplitRacingAnAppend(t *testing.T) {
 	}
 	appendN(600) // offsets 0-599
 	reqs := []ReadRequest{{Topic: "race", Partition: 0, Offset: 0, Count: 1025}}
-	parts := splitReads(reqs, readSplitMin, readSplitMax)
+	parts := splitReads(reqs, readSplitMin, readSplitMax, readPipelineBytes)
 	if len(parts) != 4 || parts[2][0].from > 599 || parts[2][0].to <= 599 {
 		t.Fatalf("split %v: want four parts, the third across offset 599", parts)
 	}
