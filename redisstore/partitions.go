@@ -850,12 +850,12 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 
 // A read expecting readSplitMin entries or more is split in parts of at least half that many, at
 // most readSplitMax of them, read on as many connections at once, whose replies are parsed in parallel
-// (parsing is most of a read's cost). A read expected to bring more than readPipelineBytes of reply is
-// split further, into parts that bring about that much each, still readSplitMax at a time: Redis builds
-// a pipeline's whole reply before it writes any of it, and a reply of megabytes lands in memory it
-// has to fault in afresh each time (perf on redis-server reading 1 KB records, 64 partitions at once in
-// four pipelines of 16 MB: page faults and the copies into fresh pages most of its time, 8-9 us of
-// its CPU a record against 1.3 in pipelines of 256 KiB).
+// (parsing is most of a read's cost). A read expected to bring more reply than readPipelineBytes in
+// each part is split further, into parts of about that much (below twice that), still readSplitMax
+// at a time: Redis builds a pipeline's whole reply before it writes any of it, and a reply of megabytes
+// lands in memory it has to fault in afresh each time (perf on redis-server reading 1 KB records of 64
+// partitions in four pipelines of 16 MB: page faults and the copies into fresh pages most of its
+// time, 8-9 us of its CPU a record against 1.3 in pipelines of 256 KiB).
 const (
 	readSplitMin      = 512
 	readSplitMax      = 4
@@ -886,9 +886,9 @@ type readPiece struct {
 }
 
 // splitReads turns reqs into lists of pieces: one list, or, when they expect splitMin entries or more,
-// up to maxParts lists of about the same number of expected entries, and more when that leaves a list
-// expected to bring more than pipeBytes of reply (replyBytes); a request at a boundary is split by
-// offset, and a request's pieces are in list order.
+// up to maxParts lists of about the same number of expected entries, and more when that leaves lists
+// expected to bring more than about pipeBytes of reply each (replyBytes); a request at a boundary is
+// split by offset, and a request's pieces are in list order.
 func splitReads(reqs []ReadRequest, splitMin int64, maxParts int, pipeBytes int64) [][]readPiece {
 	var total, bytes int64
 	for _, r := range reqs {
@@ -901,11 +901,9 @@ func splitReads(reqs []ReadRequest, splitMin int64, maxParts int, pipeBytes int6
 	if total >= splitMin {
 		n = min(int64(maxParts), max(2, total/(splitMin/2)))
 	}
-	need := bytes / pipeBytes // lists of pipeBytes at most
-	if bytes%pipeBytes != 0 {
-		need++
-	}
-	if need > n {
+	// Lists of about pipeBytes, up to twice that for a read of less than twice that: a read a
+	// little over readSplitMax pipelines' worth is not made to wait for one more round trip.
+	if need := bytes / pipeBytes; need > n {
 		n = min(total, need)
 	}
 	share := (total + n - 1) / n
