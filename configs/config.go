@@ -41,6 +41,7 @@ type Kafka struct {
 	// ProducerIDExpiration drops an idempotent producer's state in a partition it sent nothing to for
 	// this long.
 	ProducerIDExpiration time.Duration `koanf:"producer_id_expiration" help:"drop an idempotent producer's state in a partition it has not written to for this long (Apache's producer.id.expiration.ms); 0 = never, else at least 1m"`
+	FetchMaxBytes        int32         `koanf:"fetch_max_bytes" help:"most record bytes a fetch response carries beyond its first record, whatever the client asks for (Apache's fetch.max.bytes, 55 MiB there): each response is read into the gateway's memory before it is written; at least 1024"`
 	TailCacheBytes       int64         `koanf:"tail_cache_bytes" help:"memory for copies of recently appended records (of partitions a fetch read up to their end in the last 10 s), so fetches at the end of a partition skip reading entries from Redis; 0 = off"`
 }
 
@@ -111,6 +112,7 @@ func Default() Config {
 			MaxFrameBytes:        100 << 20,
 			IdleTimeout:          10 * time.Minute,
 			TailCacheBytes:       64 << 20,
+			FetchMaxBytes:        8 << 20,
 			ProducerIDExpiration: 24 * time.Hour,
 		},
 		Redis: Redis{
@@ -216,6 +218,9 @@ func (c Config) Validate() error {
 	}
 	zeroOr("kafka.idle_timeout", c.Kafka.IdleTimeout, minIdleTimeout, "never")
 	zeroOr("kafka.producer_id_expiration", c.Kafka.ProducerIDExpiration, minProducerIDExpiration, "never")
+	if c.Kafka.FetchMaxBytes < 1024 { // as Apache's fetch.max.bytes
+		add(keyErr("kafka.fetch_max_bytes", "must be >= 1024, got %d", c.Kafka.FetchMaxBytes))
+	}
 	if c.Kafka.TailCacheBytes < 0 {
 		add(keyErr("kafka.tail_cache_bytes", "must be >= 0 (0 = off), got %d", c.Kafka.TailCacheBytes))
 	}

@@ -96,6 +96,7 @@ func TestValidate(t *testing.T) {
 		{"frame below message", func(c *Config) { c.Kafka.MaxFrameBytes = 1000 }, "kafka.max_frame_bytes", "topics.max_message_bytes"},
 		{"connections", func(c *Config) { c.Kafka.MaxConnections = -1 }, "kafka.max_connections", ">= 0"},
 		{"tail cache", func(c *Config) { c.Kafka.TailCacheBytes = -1 }, "kafka.tail_cache_bytes", ">= 0"},
+		{"fetch max bytes", func(c *Config) { c.Kafka.FetchMaxBytes = 1023 }, "kafka.fetch_max_bytes", ">= 1024"},
 		{"idle timeout", func(c *Config) { c.Kafka.IdleTimeout = -time.Second }, "kafka.idle_timeout", "0 (never) or at least 1s"},
 		{"idle timeout too short", func(c *Config) { c.Kafka.IdleTimeout = time.Nanosecond }, "kafka.idle_timeout", "0 (never) or at least 1s, got 1ns"},
 		{"producer id expiration negative", func(c *Config) { c.Kafka.ProducerIDExpiration = -time.Hour }, "kafka.producer_id_expiration", "0 (never) or at least 1m0s"},

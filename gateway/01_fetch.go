@@ -12,8 +12,9 @@ package gateway
 //
 // Limits: partition_max_bytes and the response max_bytes bound the records returned, except that the
 // first record of the response is always returned whole (KIP-74), so a consumer cannot get stuck. As
-// on Apache, max_bytes is capped at 55 MiB (fetch.max.bytes, not configurable here), a max_bytes of 0
-// or less returns that first record alone, and min_bytes is capped at max_bytes.
+// on Apache, max_bytes is capped by the broker's fetch.max.bytes (kafka.fetch_max_bytes, 8 MiB by
+// default where Apache's is 55 MiB: fetch_sizing.go), a max_bytes of 0 or less returns that first
+// record alone, and min_bytes is capped at max_bytes.
 // Offsets outside [log start, high watermark] -> OFFSET_OUT_OF_RANGE. v13 resolves topic IDs
 // (UNKNOWN_TOPIC_ID for an unknown one).
 //
@@ -159,7 +160,7 @@ func (c *conn) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response
 		}
 	}
 
-	maxBytes, minBytes := responseLimits(req)
+	maxBytes, minBytes := responseLimits(req, g.cfg.FetchMaxBytes)
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	if d := g.cfg.IdleTimeout; d > 0 {
 		// A long poll holds the connection's read loop, which alone notices a client gone: waits no
@@ -247,15 +248,11 @@ var maxFetchWait = 30 * time.Second
 // small batches share one.
 const fetchChunk = 64 << 10
 
-// fetchMaxBytes is Apache's fetch.max.bytes default: a response carries at most that many bytes of
-// records (beyond its first record), whatever max_bytes asks for.
-const fetchMaxBytes = 55 << 20
-
 // responseLimits are the request's max_bytes and min_bytes as Apache applies them: max_bytes capped
-// at fetchMaxBytes, and 0 when not positive (the response then carries its first record alone,
-// KIP-74); min_bytes capped at max_bytes.
-func responseLimits(req *kmsg.FetchRequest) (maxBytes, minBytes int32) {
-	maxBytes = min(max(req.MaxBytes, 0), fetchMaxBytes)
+// at the gateway's fetch.max.bytes (capBytes), and 0 when not positive (the response then carries
+// its first record alone, KIP-74); min_bytes capped at max_bytes.
+func responseLimits(req *kmsg.FetchRequest, capBytes int32) (maxBytes, minBytes int32) {
+	maxBytes = min(max(req.MaxBytes, 0), capBytes)
 	return maxBytes, min(req.MinBytes, maxBytes)
 }
 

@@ -112,6 +112,7 @@ func (g *Gateway) brokerConfigs() [][2]string {
 	return [][2]string{
 		{"auto.create.topics.enable", strconv.FormatBool(g.cfg.AutoCreateTopics)},
 		{"broker.id", strconv.Itoa(int(g.cfg.NodeID))},
+		{"fetch.max.bytes", strconv.Itoa(int(g.cfg.FetchMaxBytes))},
 		{"group.initial.rebalance.delay.ms", strconv.FormatInt(groups.InitialRebalanceDelay.Milliseconds(), 10)},
 		{"group.max.session.timeout.ms", strconv.FormatInt(groups.MaxSessionTimeout.Milliseconds(), 10)},
 		{"group.min.session.timeout.ms", strconv.FormatInt(groups.MinSessionTimeout.Milliseconds(), 10)},

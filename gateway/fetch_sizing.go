@@ -30,6 +30,15 @@ type partSizing struct {
 	end     atomic.Int64 // high watermark at the partition's last read; -1: not read yet
 }
 
+// defaultFetchMaxBytes is the default cap on a fetch response's records (Config.FetchMaxBytes,
+// Apache's broker config fetch.max.bytes, whose default is 55 MiB). A response's records are read
+// into the gateway's memory before they are written, and held again by the connection's read-ahead:
+// a consumer of many partitions (franz-go asks for 50 MB) had each response bring 30-50 MB, the
+// gateway and the client faulting in fresh memory for every one. At 8 MiB the gateway and franz-go
+// spent 2.7 us of CPU per 1 KB record against 4.6 (64 partitions, one run each: 4 MiB 3.0, 16 MiB
+// 2.9), 327k rec/s against 222k; a consumer still gets eight partitions' 1 MiB in one response.
+const defaultFetchMaxBytes = 8 << 20
+
 const (
 	// A partition whose records were never seen is read as if they were large, and for at most
 	// unseenReadCount entries: its first read cannot pull much more than its limit (32 entries of

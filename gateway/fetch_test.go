@@ -581,7 +581,7 @@ func TestFetchFirstReadBounded(t *testing.T) {
 	}
 	appendValues(t, ctx, store, large, 0, 200, 32<<10)
 	parts := []fetchPart{sizingPart(t, large, 0, 1<<20)}
-	res := store.Read(ctx, planReads(parts, fetchMaxBytes, false))[0]
+	res := store.Read(ctx, planReads(parts, 55<<20, false))[0]
 	read := 0
 	for _, r := range res.Records {
 		read += len(r.Value)
@@ -788,24 +788,30 @@ func TestFetchManyCaughtUpPartitionsBounded(t *testing.T) {
 	}
 }
 
-// TestFetchMaxBytes: max_bytes is capped as by Apache's fetch.max.bytes (55 MiB), and a max_bytes of 0
-// returns the first record alone (KIP-74) instead of every record; min_bytes is capped at max_bytes.
+// TestFetchMaxBytes: max_bytes is capped as by Apache's fetch.max.bytes (the gateway's, 8 MiB by
+// default), and a max_bytes of 0 returns the first record alone (KIP-74) instead of every record;
+// min_bytes is capped at max_bytes.
 func TestFetchMaxBytes(t *testing.T) {
-	for _, tc := range []struct{ max, min, wantMax, wantMin int32 }{
-		{math.MaxInt32, 1, 55 << 20, 1}, // Apache's fetch.max.bytes default
-		{50 << 20, 1, 50 << 20, 1},
-		{0, 1, 0, 0},
-		{-1, 1, 0, 0},
-		{1 << 20, 2 << 20, 1 << 20, 1 << 20},
+	for _, tc := range []struct{ max, min, capBytes, wantMax, wantMin int32 }{
+		{math.MaxInt32, 1, 55 << 20, 55 << 20, 1}, // Apache's fetch.max.bytes default, configured
+		{50 << 20, 1, 55 << 20, 50 << 20, 1},
+		{50 << 20, 1, 8 << 20, 8 << 20, 1},
+		{0, 1, 8 << 20, 0, 0},
+		{-1, 1, 8 << 20, 0, 0},
+		{1 << 20, 2 << 20, 8 << 20, 1 << 20, 1 << 20},
+		{16 << 20, 10 << 20, 8 << 20, 8 << 20, 8 << 20},
 	} {
 		req := kmsg.NewPtrFetchRequest()
 		req.MaxBytes, req.MinBytes = tc.max, tc.min
-		if gotMax, gotMin := responseLimits(req); gotMax != tc.wantMax || gotMin != tc.wantMin {
-			t.Errorf("max_bytes %d, min_bytes %d: limits %d, %d; want %d, %d", tc.max, tc.min, gotMax, gotMin, tc.wantMax, tc.wantMin)
+		if gotMax, gotMin := responseLimits(req, tc.capBytes); gotMax != tc.wantMax || gotMin != tc.wantMin {
+			t.Errorf("max_bytes %d, min_bytes %d, fetch.max.bytes %d: limits %d, %d; want %d, %d", tc.max, tc.min, tc.capBytes, gotMax, gotMin, tc.wantMax, tc.wantMin)
 		}
 	}
 
 	ctx, g, store := embeddedGateway(t, Config{})
+	if g.cfg.FetchMaxBytes != 8<<20 {
+		t.Fatalf("fetch.max.bytes %d by default, want 8 MiB", g.cfg.FetchMaxBytes)
+	}
 	const name = "max-bytes-zero"
 	t.Cleanup(func() { forgetSizing(name) })
 	if err := store.CreateTopic(ctx, redisstore.Topic{Name: name, Partitions: 2}); err != nil {

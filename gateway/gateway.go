@@ -54,6 +54,10 @@ type Config struct {
 	LagMetrics   bool // export consumer-group lag per partition
 	LagMaxSeries int
 
+	// FetchMaxBytes caps the record bytes of a fetch response beyond its first record, whatever
+	// max_bytes asks for (Apache's broker config fetch.max.bytes); 0: 8 MiB (fetch_sizing.go says why).
+	FetchMaxBytes int32
+
 	// TailCacheBytes bounds the copies of recently appended records kept for fetches at the end of
 	// partitions (tail_cache.go); 0: 64 MiB; negative: none.
 	TailCacheBytes int64
@@ -70,6 +74,9 @@ type Peer struct {
 func (c *Config) fillDefaults() {
 	if c.TailCacheBytes == 0 {
 		c.TailCacheBytes = 64 << 20
+	}
+	if c.FetchMaxBytes <= 0 {
+		c.FetchMaxBytes = defaultFetchMaxBytes
 	}
 	if c.MaxFrameBytes <= 0 {
 		c.MaxFrameBytes = 100 << 20

@@ -671,3 +671,61 @@ func TestFetchLargeRecordSets(t *testing.T) {
 		})
 	}
 }
+
+// fetchSizes is a franz-go hook noting the size of every Fetch response the client read.
+type fetchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (f *fetchSizes) OnBrokerRead(_ kgo.BrokerMetadata, key int16, bytesRead int, _, _ time.Duration, err error) {
+	if key == 1 && err == nil {
+		f.mu.Lock()
+		f.sizes = append(f.sizes, bytesRead)
+		f.mu.Unlock()
+	}
+}
+
+// TestFetchResponsesCappedByFetchMaxBytes: a fetch response carries at most the gateway's
+// fetch.max.bytes of records (kafka.fetch_max_bytes), however much more max_bytes asks for (franz-go:
+// 50 MB) and partition_max_bytes allows, and the consumer still gets every record, in order.
+func TestFetchResponsesCappedByFetchMaxBytes(t *testing.T) {
+	t.Parallel()
+	const capBytes = 256 << 10
+	g := startGateway(t, backends()[0], gatewayOpts{mutate: func(c *gateway.Config) { c.FetchMaxBytes = capBytes }})
+	ctx := testCtx(t, 60*time.Second)
+	mustCreateTopics(t, ctx, newAdmin(t, g), 4, nil, "capped")
+	p := newClient(t, g, kgo.DefaultProduceTopic("capped"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const perPartition = 400 // 400 KB of 1 KB records each: all four fit one 50 MB response
+	for i := range 4 * perPartition {
+		p.Produce(ctx, &kgo.Record{Partition: int32(i % 4), Value: fmt.Appendf(make([]byte, 0, 1000), "%01000d", i)}, nil)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var sizes fetchSizes
+	c := newClient(t, g, kgo.ConsumeTopics("capped"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.WithHooks(&sizes))
+	next := map[int32]int64{}
+	for n := 0; n < 4*perPartition; {
+		fs := c.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("poll after %d records: %v", n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next[r.Partition] {
+				t.Fatalf("partition %d: offset %d, want %d", r.Partition, r.Offset, next[r.Partition])
+			}
+			next[r.Partition]++
+			n++
+		})
+	}
+	sizes.mu.Lock()
+	defer sizes.mu.Unlock()
+	// The cap counts records as stored; a response adds their batch headers and its own framing.
+	const slack = 16 << 10
+	largest := slices.Max(sizes.sizes)
+	if largest > capBytes+slack || largest < capBytes/2 || len(sizes.sizes) < 6 {
+		t.Fatalf("%d fetch responses, the largest %d bytes; want each below %d and 1.6 MB in six or more", len(sizes.sizes), largest, capBytes+slack)
+	}
+}

@@ -306,7 +306,8 @@ func TestDescribeConfigs(t *testing.T) {
 			if err != nil || len(bcs) != 1 || bcs[0].Err != nil {
 				t.Fatalf("describe broker configs %v: %v, %+v", brokers, err, bcs)
 			}
-			want := map[string]string{"log.retention.ms": "604800000", "num.partitions": "1", "auto.create.topics.enable": "true"}
+			want := map[string]string{"log.retention.ms": "604800000", "num.partitions": "1", "auto.create.topics.enable": "true",
+				"fetch.max.bytes": "8388608"}
 			for _, c := range bcs[0].Configs {
 				if v, ok := want[c.Key]; ok {
 					if c.MaybeValue() != v {

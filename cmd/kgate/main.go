@@ -92,6 +92,7 @@ func run(ctx context.Context, cfg configs.Config, log zerolog.Logger) error {
 		MaxFrameBytes:         cfg.Kafka.MaxFrameBytes,
 		MaxConnections:        cfg.Kafka.MaxConnections,
 		TailCacheBytes:        tailCacheBytes(cfg.Kafka.TailCacheBytes),
+		FetchMaxBytes:         cfg.Kafka.FetchMaxBytes,
 		AutoCreateTopics:      cfg.Topics.AutoCreate,
 		DefaultPartitions:     cfg.Topics.Partitions,
 		DefaultRetentionMs:    cfg.Topics.RetentionMs,
