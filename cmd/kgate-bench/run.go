@@ -399,11 +399,9 @@ func alternateRounds[R any](name string, rounds int, swap bool, kgate, baseline 
 		if swap && round%2 == 1 {
 			first, second = runBaseline, runKgate
 		}
-		runtime.GC() // the garbage of a run is not collected, nor its CPU counted, in the next
 		if err := first(); err != nil {
 			return nil, nil, err
 		}
-		runtime.GC()
 		if err := second(); err != nil {
 			return nil, nil, err
 		}
