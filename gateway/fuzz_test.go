@@ -596,7 +596,7 @@ func fuzzSeeds() []fuzzSeed {
 	reqs = append(reqs, fc)
 
 	join := kmsg.NewPtrJoinGroupRequest()
-	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "jg", 1000, 1000, "consumer"
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "jg", 100, 100, "consumer"
 	jp := kmsg.NewJoinGroupRequestProtocol()
 	jp.Name, jp.Metadata = "range", []byte{0, 1, 0, 0, 0, 1, 0, 1, 'f', 0, 0, 0, 0}
 	join.Protocols = append(join.Protocols, jp)
