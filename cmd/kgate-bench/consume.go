@@ -51,7 +51,7 @@ func (b *bench) consumePhase(ctx context.Context) error {
 		return err
 	}
 	defer stopProfile()
-	b.rep.meta("consume", fmt.Sprintf("franz-go consumer from offset 0 of each produce topic (fetch max 50 MB, partition max 1 MiB: franz-go defaults; max wait 500ms); baseline: kgate's own reader (redisstore.Read: raw XRANGE replies, large reads split into pipelines of about 256 KiB of reply, 4 at once, no Kafka encoding) of every partition per round over kgate's own streams, COUNT as kgate sizes it (1 MiB/(20+key+value)+1: %d for 100 B, %d for 1 KB); bounded by %v",
+	b.rep.meta("consume", fmt.Sprintf("franz-go consumer from offset 0 of each produce topic (fetch max 50 MB, partition max 1 MiB: franz-go defaults, responses capped at the gateway's fetch.max.bytes, 8 MiB by default; max wait 500ms); baseline: kgate's own reader (redisstore.Read: raw XRANGE replies, large reads split into pipelines of about 256 KiB of reply, 4 at once, no Kafka encoding) of every partition per round over kgate's own streams, COUNT as kgate sizes it (1 MiB/(20+key+value)+1: %d for 100 B, %d for 1 KB); bounded by %v",
 		kgatePageSize(b.o.keyBytes, 100), kgatePageSize(b.o.keyBytes, 1024), b.o.consumeTimeout))
 	for _, pt := range b.produced {
 		hwm, err := b.highWatermarks(ctx, pt.topic, pt.parts)
