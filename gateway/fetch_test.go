@@ -1481,6 +1481,50 @@ func TestFetchDuplicatePartitionReadOnce(t *testing.T) {
 	}
 }
 
+// TestFetchUnseenPartitionsPlannedAtOneMiB: a partition never read takes 1 MiB (32 records of 32 KiB)
+// in a fetch's plan, so at the default fetch.max.bytes of 8 MiB a fetch naming twenty such partitions
+// reads eight of them, and the next fetch, with their sizes known, the others.
+func TestFetchUnseenPartitionsPlannedAtOneMiB(t *testing.T) {
+	srv := redisServer(t)
+	store := openStoreAt(t, srv.Addr, redisstore.Options{})
+	g, _ := serveOn(t, store, Config{})
+	ctx := t.Context()
+	const topic = "unseen20"
+	createTopic(t, store, topic, 20)
+	t.Cleanup(func() { forgetSizing(topic) })
+	req := fetchRequest(topic, 0, 0, 1<<20, 50<<20)
+	for p := range int32(20) {
+		appendValues(t, ctx, store, topic, p, 1, 10)
+		if p > 0 {
+			fetchAlso(req, p, 0)
+		}
+	}
+	c := fetchConn(t, g)
+	withRecords := func() (n int) {
+		t.Helper()
+		resp, err := c.fetch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.releaseOutBufs()
+		for _, sp := range resp.(*kmsg.FetchResponse).Topics[0].Partitions {
+			if sp.ErrorCode != 0 {
+				t.Fatalf("partition %d: error %d", sp.Partition, sp.ErrorCode)
+			}
+			if countRecords(sp.RecordBatches) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := withRecords(); n != 8 {
+		t.Fatalf("first fetch: %d partitions with records, want 8", n)
+	}
+	if n := withRecords(); n != 20 {
+		t.Fatalf("second fetch: %d partitions with records, want 20", n)
+	}
+}
+
 // TestFetchBoundedAfterSizingDrivenDown: fetches of a stretch of 100-byte records, again and again,
 // bring a partition's record-size estimate down to them; a fetch of the run of 512 KiB records after
 // them then asks Redis for thousands of entries. The bytes index cuts the read (and the read-ahead

@@ -868,7 +868,7 @@ func (s *Store) mergeParts(ctx context.Context, reqs []ReadRequest, out []ReadRe
 // at a time: Redis builds a pipeline's whole reply before it writes any of it, and a reply of megabytes
 // lands in memory it has to fault in afresh each time (perf on redis-server reading 1 KB records of 64
 // partitions in four pipelines of 16 MB: page faults and the copies into fresh pages most of its
-// time, 8-9 us of its CPU a record against 1.3 in pipelines of 256 KiB).
+// time, 8-9 us of its CPU a record against 1.3-1.9 in pipelines of 256 KiB).
 const (
 	readSplitMin      = 512
 	readSplitMax      = 4
